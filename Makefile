@@ -1,0 +1,21 @@
+# The two commands of the README: `make demo` (set up, run the main job) and `make test`.
+PY ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+$(STAMP): pyproject.toml constraints.txt
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -c constraints.txt torch==2.13.0
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[hf,deploy,dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/paperzoo reproduce fashion-cnn
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest
+
+.PHONY: setup demo test

@@ -1,0 +1,136 @@
+"""The ``paperzoo`` command line: list papers, manage data, reproduce claims, run benchmarks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from paperzoo import __version__, registry
+
+app = typer.Typer(help="paperzoo: papers you can run.", no_args_is_help=True, add_completion=False)
+data_app = typer.Typer(help="Data sets: list, verify checksums, fetch from the public source.",
+                       no_args_is_help=True)
+app.add_typer(data_app, name="data")
+console = Console()
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(code=2)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"paperzoo {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print the version and exit.")) -> None:
+    """paperzoo: papers you can run."""
+
+
+@app.command("list")
+def list_papers(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+    """Every registered paper: name, title, arXiv id, year, models, recipes, status."""
+    papers = registry.papers()
+    if as_json:
+        print(json.dumps([p.as_dict() for p in papers], indent=2))
+        return
+    table = Table(title="paperzoo papers")
+    for col in ("name", "title", "arXiv", "year", "models", "recipes", "status"):
+        table.add_column(col, overflow="fold")
+    for p in papers:
+        table.add_row(p.name, p.title, p.arxiv, str(p.year), ", ".join(p.models),
+                      ", ".join(sorted(p.recipes)), p.status)
+    console.print(table)
+
+
+def _recipe_target(name: str) -> str:
+    recipes = {r: t for p in registry.papers() for r, t in p.recipes.items()}
+    if name not in recipes:
+        _fail(f"unknown recipe {name!r}; valid names: {', '.join(sorted(recipes)) or '(none yet)'}")
+    return recipes[name]
+
+
+@app.command()
+def reproduce(
+    name: str = typer.Argument(..., help="Recipe name (see `paperzoo list`)."),
+    preset: str = typer.Option(None, "--preset", help="Preset of the recipe (default: the recipe's own)."),
+    seeds: int = typer.Option(None, "--seeds", min=1, help="Number of seeds (default: the recipe's own)."),
+    out: Path = typer.Option(None, "--out", help="Run folder (default runs/<paper>/<stamp>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoints."),
+) -> None:
+    """Run a paper's reproduction and write its report."""
+    if resume and out is None:
+        _fail("--resume needs --out DIR: the run folder to continue")
+    run = registry.resolve(_recipe_target(name))
+    run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume)
+    console.print(f"report: {Path(run_dir) / 'report.md'}")
+
+
+@app.command()
+def bench(
+    name: str = typer.Argument(..., help="Benchmark name."),
+    json_path: Path = typer.Option(None, "--json", help="Write the figures as JSON to this path."),
+) -> None:
+    """Time ours against the peer library in one process and print the ratios."""
+    from paperzoo.bench import run_bench
+
+    try:
+        run_bench(name, json_path=json_path)
+    except KeyError as e:
+        _fail(str(e.args[0]))
+
+
+@data_app.command("list")
+def data_list() -> None:
+    """Every data set paperzoo knows, with where it is and whether it is present."""
+    from paperzoo import data
+
+    table = Table(title=f"data sets under {data.data_root()}")
+    for col in ("name", "files", "present", "license", "source"):
+        table.add_column(col, overflow="fold")
+    for info in data.DATASETS.values():
+        table.add_row(info.name, str(len(info.files)), "yes" if data.is_present(info.name) else "no",
+                      info.license, info.homepage)
+    console.print(table)
+
+
+@data_app.command("verify")
+def data_verify(name: str = typer.Argument(None, help="One data set (default: all present).")) -> None:
+    """Check the sha256 of every file of the data set(s)."""
+    from paperzoo import data
+
+    names = [name] if name else [n for n in data.DATASETS if data.is_present(n)]
+    if name and name not in data.DATASETS:
+        _fail(f"unknown data set {name!r}; valid names: {', '.join(sorted(data.DATASETS))}")
+    bad = 0
+    for n in names:
+        for rel, ok, why in data.verify(n):
+            bad += not ok
+            console.print(f"{'[green]ok[/green]  ' if ok else '[red]FAIL[/red]'} {n}/{rel}"
+                          + ("" if ok else f"  ({why})"))
+    if bad:
+        _fail(f"{bad} file(s) failed verification")
+    console.print(f"verified {len(names)} data set(s) under {data.data_root()}")
+
+
+@data_app.command("fetch")
+def data_fetch(name: str = typer.Argument(..., help="Data set to download.")) -> None:
+    """Download a data set from its public source, checking sha256 before it is kept."""
+    from paperzoo import data
+
+    if name not in data.DATASETS:
+        _fail(f"unknown data set {name!r}; valid names: {', '.join(sorted(data.DATASETS))}")
+    path = data.fetch(name)
+    console.print(f"{name}: {path}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""One folder per paper; each registers itself with :mod:`paperzoo.registry` on import."""

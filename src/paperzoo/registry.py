@@ -1,0 +1,123 @@
+"""The paper registry: every paper (and recipe) registers itself here.
+
+A paper folder's ``__init__.py`` calls :func:`register` with a :class:`Paper`. The CLI, the reports
+and the hub list what is registered; nothing else hard-codes paper names. Papers on the reading
+list that have no folder yet are listed in :data:`READING_LIST` with status ``planned``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+STATUSES = ("planned", "implemented", "verified", "reproduced")
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One registered paper.
+
+    ``recipes`` maps a preset-free recipe name to ``"module:function"``; the function has the
+    signature ``run(preset: str, seeds: int, out: Path | None, resume: bool) -> Path`` and returns
+    its run folder. ``benches`` maps a bench name to ``"module:function"`` returning a result dict.
+    """
+
+    name: str
+    title: str
+    arxiv: str
+    year: int
+    status: str = "planned"
+    models: tuple[str, ...] = ()
+    recipes: dict[str, str] = field(default_factory=dict)
+    benches: dict[str, str] = field(default_factory=dict)
+    claims: tuple[str, ...] = ()
+    presets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status of {self.name!r} must be one of {STATUSES}, got {self.status!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["recipes"] = sorted(self.recipes)
+        d["benches"] = sorted(self.benches)
+        return d
+
+
+_PAPERS: dict[str, Paper] = {}
+_LOADED = False
+
+# The reading list: papers without a folder yet (replaced by the folder's own registration).
+READING_LIST: tuple[Paper, ...] = (
+    Paper("mobilenetv2", "MobileNetV2: Inverted Residuals and Linear Bottlenecks", "1801.04381", 2018),
+    Paper("electra", "ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators",
+          "2003.10555", 2020),
+    Paper("perceiver", "Perceiver: General Perception with Iterative Attention", "2103.03206", 2021),
+    Paper("funnel", "Funnel-Transformer: Filtering out Sequential Redundancy for Efficient Language "
+          "Processing", "2006.03236", 2020),
+    Paper("nerf", "NeRF: Representing Scenes as Neural Radiance Fields for View Synthesis", "2003.08934", 2020),
+    Paper("nerfies", "Nerfies: Deformable Neural Radiance Fields", "2011.12948", 2020),
+    Paper("switch", "Switch Transformers: Scaling to Trillion Parameter Models with Simple and Efficient "
+          "Sparsity", "2101.03961", 2021),
+    Paper("latent-shift", "Gifsplanation via Latent Shift: A Simple Autoencoder Approach to Counterfactual "
+          "Generation for Chest X-rays", "2102.09475", 2021),
+    Paper("vatt", "VATT: Transformers for Multimodal Self-Supervised Learning from Raw Video, Audio and Text",
+          "2104.11178", 2021),
+    Paper("posenc", "Attention Is All You Need (positional encodings: sinusoidal vs learned)", "1706.03762", 2017),
+    Paper("transformer-mods", "Do Transformer Modifications Transfer Across Implementations and "
+          "Applications?", "2102.11972", 2021),
+    Paper("swin", "Swin Transformer: Hierarchical Vision Transformer using Shifted Windows", "2103.14030", 2021),
+    Paper("iws", "Interactive Weak Supervision: Learning Useful Heuristics for Data Labeling", "2012.06046", 2020),
+)
+
+
+def register(paper: Paper) -> Paper:
+    """Register ``paper`` (replacing a reading-list entry of the same name)."""
+    _PAPERS[paper.name] = paper
+    return paper
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for p in READING_LIST:
+        _PAPERS.setdefault(p.name, p)
+    import paperzoo.papers as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(f"paperzoo.papers.{mod.name}")
+
+
+def papers() -> list[Paper]:
+    """Every registered paper, sorted by name."""
+    _load()
+    return sorted(_PAPERS.values(), key=lambda p: p.name)
+
+
+def get(name: str) -> Paper:
+    """The paper called ``name``; an unknown name raises ``KeyError`` listing the valid ones."""
+    _load()
+    if name not in _PAPERS:
+        raise KeyError(f"unknown paper {name!r}; valid names: {', '.join(sorted(_PAPERS))}")
+    return _PAPERS[name]
+
+
+def resolve(target: str) -> Callable[..., Any]:
+    """Import ``"package.module:function"`` and return the function."""
+    module, _, fn = target.partition(":")
+    return getattr(importlib.import_module(module), fn)
+
+
+def markdown_table() -> str:
+    """The README's table of papers, generated from the registry."""
+    rows = ["| paper | title | arXiv | year | status | recipes |", "|---|---|---|---|---|---|"]
+    for p in papers():
+        recipes = ", ".join(f"`paperzoo reproduce {r}`" for r in sorted(p.recipes)) or "-"
+        rows.append(f"| {p.name} | {p.title} | [{p.arxiv}](https://arxiv.org/abs/{p.arxiv}) | {p.year} "
+                    f"| {p.status} | {recipes} |")
+    return "\n".join(rows)
