@@ -1,0 +1,1 @@
+"""The shared core: small, general building blocks that depend only on torch."""
