@@ -36,9 +36,15 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
 
 
 @app.command("list")
-def list_papers(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+def list_papers(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the README's Markdown table."),
+) -> None:
     """Every registered paper: name, title, arXiv id, year, models, recipes, status."""
     papers = registry.papers()
+    if markdown:
+        print(registry.markdown_table())
+        return
     if as_json:
         print(json.dumps([p.as_dict() for p in papers], indent=2))
         return

@@ -121,3 +121,19 @@ def markdown_table() -> str:
         rows.append(f"| {p.name} | {p.title} | [{p.arxiv}](https://arxiv.org/abs/{p.arxiv}) | {p.year} "
                     f"| {p.status} | {recipes} |")
     return "\n".join(rows)
+
+
+def write_readme_table(readme: str = "README.md") -> None:
+    """Replace the block between ``<!-- papers:start -->`` and ``<!-- papers:end -->`` with the table."""
+    from pathlib import Path
+
+    path = Path(readme)
+    text = path.read_text()
+    start, end = "<!-- papers:start -->\n", "<!-- papers:end -->"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    path.write_text(head + start + markdown_table() + "\n" + end + tail)
+
+
+if __name__ == "__main__":  # python -m paperzoo.registry: refresh the README's paper table
+    write_readme_table()

@@ -1,0 +1,66 @@
+"""The registry, the README's paper table and the command line."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from paperzoo import __version__, registry
+from paperzoo.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+def test_readme_paper_table_is_the_registry_table():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- papers:start -->\n(.*?)\n?<!-- papers:end -->", readme, re.S)
+    assert block, "README lacks the papers block"
+    assert block.group(1).strip() == registry.markdown_table().strip(), (
+        "README paper table is stale: regenerate it with `paperzoo list --markdown`")
+
+
+def test_every_paper_is_well_formed():
+    names = [p.name for p in registry.papers()]
+    assert len(names) == len(set(names))
+    for p in registry.papers():
+        assert re.fullmatch(r"\d{4}\.\d{4,5}", p.arxiv), p
+        for target in list(p.recipes.values()) + list(p.benches.values()):
+            assert callable(registry.resolve(target)), target
+
+
+def test_unknown_paper_lists_valid_names():
+    with pytest.raises(KeyError, match="valid names: .*electra"):
+        registry.get("no-such-paper")
+
+
+def test_bad_status_is_refused():
+    with pytest.raises(ValueError, match="status"):
+        registry.Paper("x", "t", "0000.00000", 2020, status="done")
+
+
+def test_cli_list_json_has_every_field():
+    result = runner.invoke(app, ["list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert {r["name"] for r in rows} == {p.name for p in registry.papers()}
+    for key in ("name", "title", "arxiv", "year", "models", "recipes", "status"):
+        assert all(key in r for r in rows)
+
+
+def test_cli_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+def test_cli_unknown_recipe_lists_valid_ones():
+    result = runner.invoke(app, ["reproduce", "no-such-recipe"])
+    assert result.exit_code == 2
+    assert "unknown recipe 'no-such-recipe'" in result.output and "valid names" in result.output
+
+
+def test_cli_resume_needs_out():
+    result = runner.invoke(app, ["reproduce", "fashion-cnn", "--resume"])
+    assert result.exit_code == 2 and "--out" in result.output
