@@ -199,7 +199,7 @@ def rotary_permutation(head_dim: int) -> Tensor:
 
 
 class RotaryEmbedding(nn.Module):
-    """Rotary position embedding, RoPE (Su et al., 2021, eq. 34): rotate each channel pair of q and k at position
+    """Rotary position embedding, RoPE (Su et al., 2021, sec. 3.4): rotate each channel pair of q and k at position
     ``p`` by the angle ``p * theta_i``, ``theta_i = base^(-2i/d)``, so ``<R_m q, R_n k>`` depends on ``m - n`` only.
 
     ``forward(q, k, offset=0) -> (q, k)``, q ``(batch, heads, q_seq, head_dim)``, k ``(batch, heads, k_seq, head_dim)``;
@@ -278,7 +278,7 @@ def alibi_slopes(num_heads: int) -> Tensor:
 
 
 class ALiBi(nn.Module):
-    """Attention with linear biases (Press et al., 2022, eq. in sec. 3): ``bias[h, i, j] = -m_h * (i - j)``.
+    """Attention with linear biases (Press et al., 2022, sec. 3): ``bias[h, i, j] = -m_h * (i - j)``.
 
     ``forward(q_len, k_len, offset=0) -> (num_heads, q_len, k_len)`` float bias for queries at ``offset + i`` and
     keys at ``j``, added to the (scaled) attention logits. ``causal=True`` gives the paper's form: its future entries
@@ -314,7 +314,7 @@ def fourier_features(
     concat_pos: bool = True,
     sine_only: bool = False,
 ) -> Tensor:
-    """Perceiver's Fourier position features (Jaegle et al., 2021, sec. 3.2 / app. D; DeepMind's released code).
+    """Perceiver's Fourier position features (Jaegle et al., 2021, sec. 3.2; DeepMind's released code).
 
     ``pos``: ``(..., d)`` in ``[-1, 1]``. For axis ``a`` the frequencies are ``f_{a,k} = linspace(1, R_a/2, K)``
     (``R_a = max_resolution[a]``, ``K = num_bands``, Nyquist at ``R_a/2``). Output channels, in this order (the
@@ -394,7 +394,7 @@ class FourierPositionEncoding(nn.Module):
 
 class FactorizedPositionalEmbedding(nn.Module):
     """Factorised learned positions for a grid, e.g. VATT's (time, height, width) video patches (Akbari et al.,
-    2021, sec. 3.1): ``pe(t, h, w) = E_t[t] + E_h[h] + E_w[w]``, one learned table per axis, ``tables[a]`` of shape
+    2021, sec. 3): ``pe(t, h, w) = E_t[t] + E_h[h] + E_w[w]``, one learned table per axis, ``tables[a]`` of shape
     ``(shape[a], dim)``.
 
     ``forward(shape=None) -> (prod(shape), dim)``, flattened row-major, i.e. ``(t h w)`` order. A smaller ``shape``
