@@ -1,0 +1,191 @@
+"""Multi-head self- and cross-attention on ``torch.nn.functional.scaled_dot_product_attention``.
+
+Attention(Q, K, V) = softmax(Q K^T * scale + B) V   (Vaswani et al. 2017, eq. 1), per head, with the
+heads concatenated and projected (eq. 4/5 of the same paper).
+
+Mask conventions (used everywhere in paperzoo):
+
+- ``key_padding_mask``: ``(batch, k_len)``, **True (or 1) = a real token to attend to, False (or 0) = padding**,
+  the same meaning as Hugging Face's ``attention_mask``. Integer/float 0/1 masks are accepted
+  (see :func:`as_keep_mask`).
+- ``attn_bias``: added to the scores before the softmax. A float tensor is additive (T5/ALiBi/Swin biases,
+  ``-inf`` forbids); a bool tensor is a keep-mask (True = may attend). Shapes ``(q, k)``, ``(heads or 1, q, k)``
+  or ``(batch or 1, heads or 1, q, k)``.
+- ``causal=True``: query i sees keys j <= i (top-left aligned, as SDPA's ``is_causal``).
+
+A query row that sees no key at all (e.g. a sequence that is entirely padding) outputs **zeros** and gets zero
+gradients, never NaN: SDPA's safe softmax (torch >= 2.5) maps fully ``-inf`` rows to 0, and the explicit path
+used for ``return_attention=True`` does the same.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+__all__ = ["MultiHeadAttention", "as_keep_mask", "merge_masks"]
+
+
+def as_keep_mask(mask: torch.Tensor) -> torch.Tensor:
+    """A bool keep-mask (True = attend) from a bool or HF-style 1/0 integer/float mask of any shape."""
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"expected a mask tensor, got {type(mask).__name__}")
+    return mask if mask.dtype == torch.bool else mask != 0
+
+
+def _bias_4d(bias: torch.Tensor, q_len: int, k_len: int) -> torch.Tensor:
+    """Validate an attention bias/mask and view it as (batch or 1, heads or 1, q, k)."""
+    if bias.ndim not in (2, 3, 4) or bias.shape[-1] != k_len or bias.shape[-2] not in (1, q_len):
+        raise ValueError(f"attn_bias must have shape (q, k), (heads, q, k) or (batch, heads, q, k) with "
+                         f"(q, k) = ({q_len} or 1, {k_len}); got {tuple(bias.shape)}")
+    return bias.reshape((1,) * (4 - bias.ndim) + tuple(bias.shape))
+
+
+def merge_masks(key_padding_mask: torch.Tensor | None, attn_bias: torch.Tensor | None, causal: bool,
+                q_len: int, k_len: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor | None, bool]:
+    """Merge padding, bias and causality into what SDPA takes: ``(attn_mask or None, is_causal)``.
+
+    Nothing is materialised when nothing is needed: no mask -> ``(None, causal)`` (SDPA's ``is_causal``);
+    otherwise one additive float mask of ``dtype`` with ``-inf`` where attention is forbidden, of the smallest
+    shape that broadcasts to (batch, heads, q, k) (padding alone: (batch, 1, 1, k)). Compute it once per
+    forward and pass it to every layer (``attn_bias=mask, causal=is_causal``).
+    """
+    keep = None
+    if key_padding_mask is not None:
+        if key_padding_mask.ndim != 2 or key_padding_mask.shape[-1] != k_len:
+            raise ValueError(f"key_padding_mask must have shape (batch, k_len={k_len}), "
+                             f"got {tuple(key_padding_mask.shape)}")
+        keep = as_keep_mask(key_padding_mask)[:, None, None, :]  # (b, 1, 1, k)
+    if attn_bias is not None:
+        attn_bias = _bias_4d(attn_bias, q_len, k_len)
+        if attn_bias.dtype == torch.bool:
+            keep, attn_bias = (attn_bias if keep is None else keep & attn_bias), None
+        elif not attn_bias.is_floating_point():
+            raise ValueError(f"attn_bias must be a float (additive) or bool (keep) tensor, got {attn_bias.dtype}")
+    if attn_bias is None and keep is None:
+        return None, causal
+    if causal:
+        device = (keep if keep is not None else attn_bias).device
+        tri = torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril()
+        keep = tri if keep is None else keep & tri
+    mask = attn_bias.to(dtype) if attn_bias is not None else torch.zeros(keep.shape, dtype=dtype, device=keep.device)
+    if keep is not None:
+        mask = mask.masked_fill(~keep, float("-inf"))
+    return mask, False
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with separate query/key/value widths and an optional output projection.
+
+    Args:
+        dim: query input width.
+        num_heads: number of heads; ``qk_dim`` and ``v_dim`` must be divisible by it.
+        kv_dim: key/value input width for cross-attention (None: self-attention, keys/values from ``x``
+            unless ``context`` is given, then ``context`` must have width ``dim``).
+        qk_dim: total query/key width over all heads (default ``dim``).
+        v_dim: total value width over all heads (default ``qk_dim``).
+        out_dim: output width (default ``dim``); with ``out_proj=False`` the output is the concatenated heads,
+            width ``v_dim``.
+        bias: biases in the projections.
+        dropout: dropout on the attention probabilities (training only).
+        scale: score scale (default ``1/sqrt(qk_dim / num_heads)``; T5 uses 1.0).
+
+    Self-attention keeps q, k, v in one fused Linear ``qkv`` (one GEMM, output ``[q | k | v]``);
+    cross-attention has ``q`` and a fused ``kv``. The output projection is ``out``.
+    """
+
+    def __init__(self, dim: int, num_heads: int, kv_dim: int | None = None, qk_dim: int | None = None,
+                 v_dim: int | None = None, out_dim: int | None = None, out_proj: bool = True, bias: bool = True,
+                 dropout: float = 0.0, scale: float | None = None):
+        super().__init__()
+        qk_dim = qk_dim or dim
+        v_dim = v_dim or qk_dim
+        if num_heads < 1 or qk_dim % num_heads or v_dim % num_heads:
+            raise ValueError(f"qk_dim ({qk_dim}) and v_dim ({v_dim}) must be divisible by num_heads ({num_heads})")
+        if not out_proj and out_dim not in (None, v_dim):
+            raise ValueError(f"without out_proj the output width is v_dim={v_dim}, got out_dim={out_dim}")
+        self.dim, self.num_heads, self.kv_dim = dim, num_heads, kv_dim
+        self.qk_dim, self.v_dim = qk_dim, v_dim
+        self.head_dim = qk_dim // num_heads
+        self.scale = scale if scale is not None else 1.0 / math.sqrt(self.head_dim)
+        self.dropout = dropout
+        if kv_dim is None:
+            self.qkv = nn.Linear(dim, 2 * qk_dim + v_dim, bias=bias)
+        else:
+            self.q = nn.Linear(dim, qk_dim, bias=bias)
+            self.kv = nn.Linear(kv_dim, qk_dim + v_dim, bias=bias)
+        self.out = nn.Linear(v_dim, out_dim or dim, bias=bias) if out_proj else nn.Identity()
+        self.out_dim = (out_dim or dim) if out_proj else v_dim
+
+    def _project(self, x: torch.Tensor, context: torch.Tensor | None):
+        """q, k, v as (batch, heads, seq, head_dim) views of the projection outputs (no copies)."""
+        qk, v = self.qk_dim, self.v_dim
+        if self.kv_dim is None:
+            if context is None:
+                q, k, v = F.linear(x, self.qkv.weight, self.qkv.bias).split([qk, qk, v], dim=-1)
+            else:  # the fused weight, split between the query and the key/value inputs
+                w, b = self.qkv.weight, self.qkv.bias
+                q = F.linear(x, w[:qk], None if b is None else b[:qk])
+                k, v = F.linear(context, w[qk:], None if b is None else b[qk:]).split([qk, v], dim=-1)
+        else:
+            q = F.linear(x, self.q.weight, self.q.bias)
+            k, v = F.linear(context, self.kv.weight, self.kv.bias).split([qk, v], dim=-1)
+        h = self.num_heads
+        return tuple(rearrange(t, "b s (h d) -> b h s d", h=h) for t in (q, k, v))
+
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
+                key_padding_mask: torch.Tensor | None = None, attn_bias: torch.Tensor | None = None,
+                causal: bool = False, rotary: nn.Module | None = None, rotary_offset: int = 0,
+                return_attention: bool = False):
+        """Attend from ``x`` (batch, q_len, dim) to ``context`` (batch, k_len, kv_dim) or to ``x`` itself.
+
+        ``key_padding_mask`` (batch, k_len), True/1 = keep; ``attn_bias`` additive float or bool keep-mask
+        (see the module docstring); ``rotary`` a RotaryEmbedding applied to q and k (positions start at
+        ``rotary_offset``). Returns (batch, q_len, out_dim), and the attention probabilities
+        (batch, heads, q_len, k_len) as well when ``return_attention``.
+        """
+        if x.ndim != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (batch, seq, dim={self.dim}), got {tuple(x.shape)}")
+        if not x.is_floating_point():
+            raise ValueError(f"x must be a floating-point tensor, got {x.dtype}")
+        if context is None and self.kv_dim is not None:
+            raise ValueError(f"cross-attention (kv_dim={self.kv_dim}) needs a context tensor")
+        if context is not None:
+            width = self.kv_dim or self.dim
+            if context.ndim != 3 or context.shape[-1] != width or context.shape[0] != x.shape[0]:
+                raise ValueError(f"context must have shape (batch={x.shape[0]}, k_len, {width}), "
+                                 f"got {tuple(context.shape)}")
+        q_len, k_len = x.shape[1], (x if context is None else context).shape[1]
+        mask, is_causal = merge_masks(key_padding_mask, attn_bias, causal, q_len, k_len, x.dtype)
+
+        q, k, v = self._project(x, context)
+        if rotary is not None:
+            q, k = rotary(q, k, offset=rotary_offset)
+        p = self.dropout if self.training else 0.0
+        if return_attention:
+            o, attn = _explicit_attention(q, k, v, mask, is_causal, self.scale, p)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=is_causal,
+                                               scale=self.scale)
+        o = self.out(rearrange(o, "b h s d -> b s (h d)"))
+        return (o, attn) if return_attention else o
+
+
+def _explicit_attention(q, k, v, mask, is_causal, scale, p):
+    """softmax(Q K^T * scale + mask) V with the probabilities returned; fully masked rows give zeros."""
+    scores = torch.einsum("bhid,bhjd->bhij", q, k) * scale
+    if is_causal:
+        causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        mask = torch.zeros(causal.shape, dtype=q.dtype, device=q.device).masked_fill(~causal, float("-inf"))
+    if mask is not None:
+        scores = scores + mask
+        empty = scores.amax(dim=-1, keepdim=True) == float("-inf")  # rows with no visible key
+        scores = scores.masked_fill(empty, 0.0)
+    attn = scores.softmax(dim=-1)
+    if mask is not None:
+        attn = attn.masked_fill(empty, 0.0)
+    return torch.einsum("bhij,bhjd->bhid", F.dropout(attn, p), v), attn

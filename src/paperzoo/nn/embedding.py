@@ -1,0 +1,84 @@
+"""Token embeddings for text encoders: word + absolute position + token type, normalised, optionally factorised.
+
+BERT (Devlin et al., 2019, fig. 2): ``E = LayerNorm(E_word[x] + E_pos[p] + E_type[t])``, then dropout.
+ALBERT/ELECTRA factorise the embedding: tables of width ``embedding_dim`` < ``dim``, then a Linear to ``dim``
+(ELECTRA's ``embeddings_project``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .posenc import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+
+__all__ = ["TokenEmbeddings"]
+
+
+class TokenEmbeddings(nn.Module):
+    """Embeddings: ``forward(input_ids (batch, seq) or inputs_embeds, token_type_ids) -> (batch, seq, dim)``.
+
+    Args:
+        vocab_size, dim: vocabulary size and output width.
+        max_len: number of learned positions (``position="learned"``; longer inputs raise ValueError).
+        type_vocab_size: number of token types (0: none). Missing ``token_type_ids`` mean type 0, as in BERT.
+        embedding_dim: width of the tables (default ``dim``); if different, a Linear ``project`` maps to ``dim``.
+        position: "learned" | "sinusoidal" | "none" (then add or inject positions elsewhere).
+        norm_eps: LayerNorm epsilon over the summed embeddings (None: no norm).
+        dropout: dropout after the norm.
+        pad_token_id: row of the word table kept at zero gradient (``nn.Embedding.padding_idx``).
+        scale: multiply word embeddings by sqrt(embedding_dim) (Vaswani et al. 2017, sec. 3.4).
+    """
+
+    def __init__(self, vocab_size: int, dim: int, max_len: int = 512, type_vocab_size: int = 0,
+                 embedding_dim: int | None = None, position: str = "learned", norm_eps: float | None = 1e-12,
+                 dropout: float = 0.0, pad_token_id: int | None = None, scale: bool = False):
+        super().__init__()
+        if position not in ("learned", "sinusoidal", "none"):
+            raise ValueError(f"position must be 'learned', 'sinusoidal' or 'none', got {position!r}")
+        e = embedding_dim or dim
+        self.dim, self.embedding_dim, self.vocab_size = dim, e, vocab_size
+        self.word = nn.Embedding(vocab_size, e, padding_idx=pad_token_id)
+        self.position = {"learned": lambda: LearnedPositionalEmbedding(max_len, e),
+                         "sinusoidal": lambda: SinusoidalPositionalEncoding(e, max_len),
+                         "none": lambda: None}[position]()
+        self.token_type = nn.Embedding(type_vocab_size, e) if type_vocab_size > 0 else None
+        self.norm = nn.LayerNorm(e, eps=norm_eps) if norm_eps is not None else None
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.project = nn.Linear(e, dim) if e != dim else None
+        self.scale = math.sqrt(e) if scale else 1.0
+
+    def forward(self, input_ids: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None,
+                inputs_embeds: torch.Tensor | None = None, offset: int = 0) -> torch.Tensor:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids (batch, seq) and inputs_embeds (batch, seq, embedding_dim)")
+        if input_ids is not None:
+            if input_ids.ndim != 2 or input_ids.dtype not in (torch.long, torch.int32, torch.int16, torch.uint8):
+                raise ValueError(f"input_ids must be an integer (batch, seq) tensor, got {input_ids.dtype} "
+                                 f"of shape {tuple(input_ids.shape)}")
+            x = self.word(input_ids)
+        else:
+            if inputs_embeds.ndim != 3 or inputs_embeds.shape[-1] != self.embedding_dim:
+                raise ValueError(f"inputs_embeds must have shape (batch, seq, {self.embedding_dim}), "
+                                 f"got {tuple(inputs_embeds.shape)}")
+            x = inputs_embeds
+        if self.scale != 1.0:
+            x = x * self.scale
+        if self.token_type is not None:
+            if token_type_ids is None:  # all type 0: add the row, no lookup
+                x = x + self.token_type.weight[0]
+            else:
+                if token_type_ids.shape != x.shape[:2]:
+                    raise ValueError(f"token_type_ids must have shape {tuple(x.shape[:2])}, "
+                                     f"got {tuple(token_type_ids.shape)}")
+                x = x + self.token_type(token_type_ids)
+        elif token_type_ids is not None:
+            raise ValueError("token_type_ids given but this embedding has type_vocab_size=0")
+        if self.position is not None:
+            x = x + self.position(x.shape[1], offset).to(x.dtype)
+        if self.norm is not None:
+            x = self.norm(x)
+        x = self.dropout(x)
+        return self.project(x) if self.project is not None else x

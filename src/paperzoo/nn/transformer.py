@@ -1,0 +1,307 @@
+"""One configurable transformer encoder: block, stack and a BERT/ELECTRA-style text encoder, all from one config.
+
+Block (Vaswani et al. 2017, sec. 3.1), post-norm (the paper, BERT)::
+
+    x = Norm(x + Drop(Attn(x)));  x = Norm(x + Drop(FFN(x)))
+
+pre-norm (Xiong et al. 2020; GPT-2, T5, ViT)::
+
+    x = x + DropPath(Drop(Attn(Norm(x))));  x = x + DropPath(Drop(FFN(Norm(x))))
+
+ReZero (Bachlechner et al. 2020) has no norm: ``x = x + alpha * F(x)`` with alpha initialised to 0.
+Positions: absolute encodings ("sinusoidal", "learned") are added to the stack's input; relative biases
+("t5", "alibi") are computed once per forward by one module and shared by every layer; "rotary" rotates q and k
+in every layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention, as_keep_mask, merge_masks
+from .embedding import TokenEmbeddings
+from .ffn import FeedForward
+from .norm import make_norm
+from .outputs import BaseModelOutput, ModelOutput
+from .posenc import (
+    ALiBi,
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    T5RelativePositionBias,
+)
+
+__all__ = ["TransformerConfig", "DropPath", "TransformerBlock", "TransformerEncoder", "EncoderOutput",
+           "TextEncoderConfig", "TextEncoder"]
+
+POSITIONS = ("none", "sinusoidal", "learned", "t5", "rotary", "alibi")
+NORMS = ("layernorm", "rmsnorm", "scalenorm", "rezero")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Everything a transformer encoder stack needs.
+
+    ``ffn_dim`` defaults to 4 * dim; ``final_norm`` defaults to ``prenorm`` (a pre-norm stack ends with a norm);
+    ``drop_path`` is the stochastic-depth rate of the last block, growing linearly from 0 at the first
+    (Huang et al. 2016; DeiT/Swin); ``attn_scale`` None means 1/sqrt(head_dim) (T5 uses 1.0);
+    ``t5_*`` configure the T5 bucketed bias, ``rotary_*`` RoPE; ``causal`` masks the future in every layer.
+    """
+
+    dim: int = 256
+    depth: int = 4
+    num_heads: int = 4
+    ffn_dim: int | None = None
+    activation: str = "gelu"
+    glu: str | None = None
+    norm: str = "layernorm"
+    norm_eps: float = 1e-5
+    prenorm: bool = True
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    ffn_dropout: float = 0.0
+    drop_path: float = 0.0
+    bias: bool = True
+    attn_scale: float | None = None
+    position: str = "none"
+    max_len: int = 512
+    t5_num_buckets: int = 32
+    t5_max_distance: int = 128
+    rotary_base: float = 10000.0
+    rotary_interleaved: bool = False
+    causal: bool = False
+    final_norm: bool | None = None
+
+    def __post_init__(self):
+        if self.dim % self.num_heads:
+            raise ValueError(f"dim ({self.dim}) must be divisible by num_heads ({self.num_heads})")
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        for name in ("dropout", "attn_dropout", "ffn_dropout", "drop_path"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.depth < 0:
+            raise ValueError(f"depth must be >= 0, got {self.depth}")
+
+    @property
+    def hidden_dim(self) -> int:
+        return self.ffn_dim or 4 * self.dim
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.num_heads
+
+    @property
+    def use_final_norm(self) -> bool:
+        return self.prenorm if self.final_norm is None else self.final_norm
+
+
+class DropPath(nn.Module):
+    """Stochastic depth (Huang et al. 2016): in training, zero the branch for a whole sample with probability p
+    and scale the kept ones by 1/(1-p); identity in eval. ``(batch, ...) -> (batch, ...)``."""
+
+    def __init__(self, p: float = 0.0):
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"drop-path rate must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1.0 - self.p)
+        return x * keep / (1.0 - self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+def _maybe(module: nn.Module, active: bool) -> nn.Module:
+    return module if active else nn.Identity()
+
+
+class TransformerBlock(nn.Module):
+    """One encoder block: attention then FFN, each a residual branch (see the module docstring).
+
+    ``ffn``: any module mapping (batch, seq, dim) to a tensor of the same shape, or to ``(tensor, aux: dict)``
+    (e.g. a mixture-of-experts layer with its balancing losses); default the config's MLP/GLU ``FeedForward``.
+    ``forward`` returns the tensor, or ``(tensor, aux)`` when the FFN returned aux.
+    """
+
+    def __init__(self, cfg: TransformerConfig, ffn: nn.Module | None = None, drop_path: float | None = None):
+        super().__init__()
+        self.prenorm, self.rezero = cfg.prenorm, cfg.norm == "rezero"
+        self.attn = MultiHeadAttention(cfg.dim, cfg.num_heads, bias=cfg.bias, dropout=cfg.attn_dropout,
+                                       scale=cfg.attn_scale)
+        self.ffn = ffn if ffn is not None else FeedForward(cfg.dim, cfg.hidden_dim, activation=cfg.activation,
+                                                           glu=cfg.glu, bias=cfg.bias, dropout=cfg.ffn_dropout)
+        self.attn_norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps)
+        self.ffn_norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps)
+        self.dropout = _maybe(nn.Dropout(cfg.dropout), cfg.dropout > 0)
+        p = cfg.drop_path if drop_path is None else drop_path
+        self.drop_path = _maybe(DropPath(p), p > 0)
+
+    def _residual(self, x: torch.Tensor, f: Callable, norm: nn.Module):
+        """x + branch, with the norm placed by the config; returns (new x, aux or None)."""
+        out = f(norm(x) if self.prenorm and not self.rezero else x)
+        aux = None
+        if isinstance(out, tuple):
+            out, aux = out
+        if self.rezero:
+            out = norm(out)
+        x = x + self.drop_path(self.dropout(out))
+        return (x if self.prenorm or self.rezero else norm(x)), aux
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
+                attn_bias: torch.Tensor | None = None, causal: bool = False, rotary: nn.Module | None = None):
+        """x (batch, seq, dim) -> (batch, seq, dim) [, aux]; masks as in :class:`MultiHeadAttention`."""
+        x, _ = self._residual(x, lambda h: self.attn(h, key_padding_mask=key_padding_mask, attn_bias=attn_bias,
+                                                     causal=causal, rotary=rotary), self.attn_norm)
+        x, aux = self._residual(x, self.ffn, self.ffn_norm)
+        return x if aux is None else (x, aux)
+
+
+@dataclass
+class EncoderOutput(ModelOutput):
+    """``last_hidden_state`` (batch, seq, dim); ``hidden_states``: the stack's input and every block's output
+    (depth + 1, before the final norm); ``aux``: per-layer aux dicts of FFNs that return them (else None)."""
+
+    last_hidden_state: torch.Tensor
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    aux: tuple[dict, ...] | None = None
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of :class:`TransformerBlock` with the config's position scheme and optional final norm.
+
+    ``make_ffn(layer_index) -> nn.Module | None`` overrides the FFN per layer (e.g. Switch: MoE every other layer).
+    Absolute positions ("sinusoidal", "learned") are added to the input in ``forward`` (see :meth:`add_positions`);
+    relative biases come from one shared module (``rel_bias``), rotary from ``rotary``.
+    """
+
+    def __init__(self, cfg: TransformerConfig, make_ffn: Callable[[int], nn.Module | None] | None = None):
+        super().__init__()
+        self.cfg = cfg
+        self.abs_pos = self.rel_bias = self.rotary = None
+        if cfg.position == "sinusoidal":
+            self.abs_pos = SinusoidalPositionalEncoding(cfg.dim, cfg.max_len)
+        elif cfg.position == "learned":
+            self.abs_pos = LearnedPositionalEmbedding(cfg.max_len, cfg.dim)
+        elif cfg.position == "t5":
+            self.rel_bias = T5RelativePositionBias(cfg.num_heads, cfg.t5_num_buckets, cfg.t5_max_distance,
+                                                   bidirectional=not cfg.causal)
+        elif cfg.position == "alibi":
+            self.rel_bias = ALiBi(cfg.num_heads, causal=cfg.causal)
+        elif cfg.position == "rotary":
+            self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rotary_base, cfg.rotary_interleaved)
+        rates = torch.linspace(0, cfg.drop_path, cfg.depth).tolist() if cfg.depth > 1 else [cfg.drop_path] * cfg.depth
+        self.layers = nn.ModuleList([
+            TransformerBlock(cfg, make_ffn(i) if make_ffn is not None else None, drop_path=rates[i])
+            for i in range(cfg.depth)])
+        self.norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps) if cfg.use_final_norm and cfg.norm != "rezero" else None
+
+    def add_positions(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x (batch, seq, dim) plus the absolute encoding of positions offset.. (identity for other schemes)."""
+        return x if self.abs_pos is None else x + self.abs_pos(x.shape[1], offset).to(x.dtype)
+
+    def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
+                attn_bias: torch.Tensor | None = None, output_hidden_states: bool = False) -> EncoderOutput:
+        """x (batch, seq, dim); ``key_padding_mask`` (batch, seq) True/1 = keep; ``attn_bias`` extra additive
+        float (or bool keep) bias, shapes as in :class:`MultiHeadAttention`."""
+        cfg = self.cfg
+        if x.ndim != 3 or x.shape[-1] != cfg.dim:
+            raise ValueError(f"x must have shape (batch, seq, dim={cfg.dim}), got {tuple(x.shape)}")
+        n = x.shape[1]
+        x = self.add_positions(x)
+        if self.rel_bias is not None:  # once per forward, shared by all layers
+            rel = self.rel_bias(n, n, device=x.device).to(x.dtype)  # (heads, q, k)
+            if attn_bias is not None and attn_bias.dtype == torch.bool:
+                attn_bias = rel.masked_fill(~attn_bias, float("-inf"))
+            else:
+                attn_bias = rel if attn_bias is None else rel + attn_bias
+        mask, causal = merge_masks(key_padding_mask, attn_bias, cfg.causal, n, n, x.dtype)
+        hidden, auxes = [x] if output_hidden_states else None, []
+        for layer in self.layers:
+            out = layer(x, attn_bias=mask, causal=causal, rotary=self.rotary)
+            x, aux = out if isinstance(out, tuple) else (out, None)
+            auxes.append(aux)
+            if hidden is not None:
+                hidden.append(x)
+        if self.norm is not None:
+            x = self.norm(x)
+        any_aux = any(a is not None for a in auxes)
+        return EncoderOutput(x, tuple(hidden) if hidden is not None else None,
+                             tuple(a or {} for a in auxes) if any_aux else None)
+
+
+@dataclass(frozen=True)
+class TextEncoderConfig:
+    """A BERT/ELECTRA-style text encoder: :class:`TokenEmbeddings` then a :class:`TransformerEncoder`.
+
+    Absolute positions ("learned"/"sinusoidal") live in the embeddings (added before the embedding norm, as BERT);
+    other schemes live in the stack. ``embedding_dim`` < ``transformer.dim`` factorises the embeddings (ELECTRA);
+    ``embed_norm_eps`` is the embedding LayerNorm's epsilon (None: no norm); ``pooler``: BERT's tanh pooler on
+    the first token. ``hf_class`` records the Hugging Face class this was converted from (for ``to_hf``).
+    """
+
+    transformer: TransformerConfig = TransformerConfig()
+    vocab_size: int = 30522
+    type_vocab_size: int = 2
+    embedding_dim: int | None = None
+    pad_token_id: int | None = 0
+    embed_norm_eps: float | None = 1e-12
+    pooler: bool = False
+    hf_class: str | None = None
+
+    @classmethod
+    def bert(cls, dim=768, depth=12, num_heads=12, ffn_dim=3072, vocab_size=30522, max_len=512, dropout=0.1,
+             **kw) -> TextEncoderConfig:
+        """BERT's architecture: post-norm, exact GELU, LayerNorm eps 1e-12, learned positions, pooler."""
+        t = TransformerConfig(dim=dim, depth=depth, num_heads=num_heads, ffn_dim=ffn_dim, activation="gelu",
+                              norm="layernorm", norm_eps=1e-12, prenorm=False, dropout=dropout, attn_dropout=dropout,
+                              position="learned", max_len=max_len, final_norm=False)
+        return cls(transformer=t, vocab_size=vocab_size, **{"pooler": True, **kw})
+
+
+class TextEncoder(nn.Module):
+    """Embeddings + encoder stack with Hugging Face's call signature and output names.
+
+    ``forward(input_ids (batch, seq), attention_mask (batch, seq) 1 = token 0 = padding, token_type_ids,
+    inputs_embeds, output_hidden_states) -> BaseModelOutput`` with ``last_hidden_state`` (batch, seq, dim),
+    ``pooler_output`` (batch, dim) if configured, ``hidden_states`` (depth + 1 tensors) on request.
+    Reproduces ``BertModel`` and ``ElectraModel`` (see ``paperzoo.hf.bert``).
+    """
+
+    def __init__(self, cfg: TextEncoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        t = cfg.transformer
+        absolute = t.position in ("learned", "sinusoidal")
+        self.embeddings = TokenEmbeddings(cfg.vocab_size, t.dim, t.max_len, cfg.type_vocab_size, cfg.embedding_dim,
+                                          position=t.position if absolute else "none", norm_eps=cfg.embed_norm_eps,
+                                          dropout=t.dropout, pad_token_id=cfg.pad_token_id)
+        self.encoder = TransformerEncoder(dataclasses.replace(t, position="none") if absolute else t)
+        self.pooler = nn.Linear(t.dim, t.dim) if cfg.pooler else None
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                output_hidden_states: bool = False) -> BaseModelOutput:
+        x = self.embeddings(input_ids, token_type_ids, inputs_embeds)
+        if attention_mask is not None:
+            if attention_mask.shape != x.shape[:2]:
+                raise ValueError(f"attention_mask must have shape {tuple(x.shape[:2])}, "
+                                 f"got {tuple(attention_mask.shape)}")
+            attention_mask = as_keep_mask(attention_mask)
+            if bool(attention_mask.all()):  # no padding: keep SDPA on its mask-free path
+                attention_mask = None
+        out = self.encoder(x, key_padding_mask=attention_mask, output_hidden_states=output_hidden_states)
+        h = out.last_hidden_state
+        pooled = torch.tanh(self.pooler(h[:, 0])) if self.pooler is not None else None
+        return BaseModelOutput(last_hidden_state=h, pooler_output=pooled, hidden_states=out.hidden_states)
