@@ -1,0 +1,103 @@
+"""``reports/index.html``: one page linking every run with its verdict, claim, report and plot thumbnails."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from paperzoo.report.serial import write_text_atomic
+
+COLOURS = {"reproduced": "#1e8449", "not reproduced": "#c0392b", "inconclusive": "#b9770e", "no result": "#7f8c8d"}
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; width: 100%; }
+th, td { border-bottom: 1px solid #ddd; padding: 6px 8px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; }
+.verdict { color: white; padding: 2px 8px; border-radius: 4px; white-space: nowrap; }
+img.thumb { height: 90px; margin-right: 4px; border: 1px solid #ccc; }
+.small { color: #666; font-size: 90%; }
+"""
+
+
+def _load_run(run_dir: Path) -> dict[str, Any]:
+    info: dict[str, Any] = {"paper": run_dir.parent.name, "stamp": run_dir.name, "dir": run_dir,
+                            "verdict": "no result", "claim": "", "measured": "", "plots": []}
+    result = run_dir / "result.json"
+    if result.is_file():
+        try:
+            doc = json.loads(result.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            doc = {}
+        info["verdict"] = doc.get("verdict", "no result")
+        info["claim"] = doc.get("claim", "")
+        parts = []
+        for k, m in (doc.get("measurements") or {}).items():
+            mean, lo, hi = m.get("mean"), m.get("lo"), m.get("hi")
+            ci = f" [{lo:.4g}, {hi:.4g}]" if isinstance(lo, int | float) and isinstance(hi, int | float) else ""
+            parts.append(f"{k} = {mean:.4g}{ci}" if isinstance(mean, int | float) else f"{k} = n/a")
+        info["measured"] = "; ".join(parts)
+        info["plots"] = [run_dir / p for p in doc.get("plots") or []]
+    if not info["plots"]:
+        info["plots"] = sorted(run_dir.glob("*.png"))
+    return info
+
+
+def _href(target: Path, base: Path) -> str:
+    return quote(Path(os.path.relpath(target.resolve(), base.resolve())).as_posix())
+
+
+def _row(run: dict[str, Any], base: Path) -> str:
+    d: Path = run["dir"]
+    v = run["verdict"]
+    links = [f'<a href="{_href(d / name, base)}">{name}</a>' for name in ("report.md", "result.json", "config.json")
+             if (d / name).is_file()]
+    thumbs = "".join(f'<a href="{_href(p, base)}"><img class="thumb" src="{_href(p, base)}" '
+                     f'alt="{html.escape(p.stem)}"></a>' for p in run["plots"] if p.is_file())
+    return (f"<tr><td>{html.escape(run['paper'])}</td><td>{html.escape(run['stamp'])}</td>"
+            f'<td><span class="verdict" style="background:{COLOURS.get(v, "#7f8c8d")}">{html.escape(v)}</span></td>'
+            f"<td>{html.escape(run['claim'])}<div class=\"small\">{html.escape(run['measured'])}</div></td>"
+            f"<td>{' '.join(links)}</td><td>{thumbs}</td></tr>")
+
+
+def build_index(runs_root: Path | None = None, out: Path | None = None) -> Path:
+    """Write an HTML page linking every run folder ``<runs_root>/<paper>/<stamp>/``; return its path.
+
+    ``runs_root`` defaults to ``$PAPERZOO_RUNS`` or ``./runs``; ``out`` to ``<runs_root>/../reports/index.html``.
+    Runs are grouped by paper, newest first, with the latest verdict per paper in a summary on top.
+    """
+    if runs_root is None:
+        from paperzoo.report.run import runs_root as default_root
+
+        runs_root = default_root()
+    runs_root = Path(runs_root)
+    out = Path(out) if out is not None else runs_root.parent / "reports" / "index.html"
+    runs = []
+    if runs_root.is_dir():
+        for d in runs_root.glob("*/*/"):
+            if d.is_dir() and ((d / "result.json").is_file() or (d / "config.json").is_file()):
+                runs.append(_load_run(d))
+    runs.sort(key=lambda r: (r["paper"], r["stamp"]), reverse=True)
+    runs.sort(key=lambda r: r["paper"])
+    base = out.parent
+    base.mkdir(parents=True, exist_ok=True)
+    latest: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        latest.setdefault(r["paper"], r)
+    summary = "".join(
+        f'<li>{html.escape(p)}: <span class="verdict" style="background:{COLOURS.get(r["verdict"], "#7f8c8d")}">'
+        f'{html.escape(r["verdict"])}</span> <span class="small">({html.escape(r["stamp"])})</span></li>'
+        for p, r in latest.items())
+    header = "<tr><th>paper</th><th>run</th><th>verdict</th><th>claim / measured</th><th>files</th><th>plots</th></tr>"
+    body = "\n".join(_row(r, base) for r in runs) or '<tr><td colspan="6">no runs yet</td></tr>'
+    page = (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>paperzoo runs</title>"
+            f"<style>{_STYLE}</style></head><body>\n<h1>paperzoo runs</h1>\n"
+            f"<p class=\"small\">{len(runs)} run(s) under {html.escape(str(runs_root))}; built "
+            f"{datetime.now(UTC).isoformat(timespec='seconds')}</p>\n<h2>Latest per paper</h2><ul>{summary}</ul>\n"
+            f"<h2>All runs</h2>\n<table>\n{header}\n{body}\n</table>\n</body></html>\n")
+    return write_text_atomic(out, page)

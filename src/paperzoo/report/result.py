@@ -1,0 +1,171 @@
+"""``result.json`` and ``report.md``: the claim, the measured figures with confidence intervals, the verdict."""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import shutil
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from paperzoo.report.index import build_index
+from paperzoo.report.run import runs_root
+from paperzoo.report.serial import dumps, to_jsonable, write_text_atomic
+from paperzoo.report.stats import CI, VERDICTS, Comparison, mean_ci, verdict_from
+
+
+def _measurement(name: str, value: Any, confidence: float) -> dict[str, Any]:
+    """One measurement as ``{mean, lo, hi, n, std, confidence, values, note}``."""
+    if isinstance(value, CI):
+        d = to_jsonable(value)
+        d["values"] = None
+        return d
+    if isinstance(value, Comparison):
+        return {"mean": value.diff, "lo": value.lo, "hi": value.hi, "n": value.a.n, "std": None,
+                "confidence": value.confidence, "values": None,
+                "note": f"difference of means vs baseline (Welch t), verdict {verdict_from(value)!r}",
+                "comparison": to_jsonable(value)}
+    if isinstance(value, numbers.Real):
+        value = [value]
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
+        values = [float(v) for v in value]
+        try:
+            ci = mean_ci(values, confidence)
+        except ValueError as e:
+            raise ValueError(f"measurement {name!r}: {e}") from e
+        d = to_jsonable(ci)
+        d["values"] = values
+        return d
+    raise ValueError(f"measurement {name!r} must be per-seed values (list of floats), a CI or a Comparison, "
+                     f"got {type(value).__name__}")
+
+
+def _fmt(x: Any) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _figure(name: str, m: dict[str, Any]) -> str:
+    conf = m.get("confidence") or 0.95
+    if m["lo"] is None or m["hi"] is None:
+        return f"{name} = {_fmt(m['mean'])} (n={m['n']}, no CI)"
+    return f"{name} = {_fmt(m['mean'])} ({conf:.0%} CI {_fmt(m['lo'])} to {_fmt(m['hi'])}, n={m['n']})"
+
+
+def _place_plot(run_dir: Path, plot: Path) -> str:
+    """The plot's path relative to ``run_dir``, copying it in if it lives elsewhere."""
+    plot = Path(plot)
+    if not plot.is_absolute() and not plot.exists():
+        plot = run_dir / plot
+    if not plot.is_file():
+        raise ValueError(f"plots must be existing image files, got {plot}")
+    try:
+        return plot.resolve().relative_to(run_dir.resolve()).as_posix()
+    except ValueError:
+        dest = run_dir / plot.name
+        shutil.copy2(plot, dest)
+        return dest.name
+
+
+def _md_value(v: Any) -> str:
+    if isinstance(v, CI | Comparison):
+        return str(v).replace("|", "\\|")
+    if isinstance(v, dict | list):
+        return "`" + json.dumps(to_jsonable(v), allow_nan=False).replace("|", "\\|") + "`"
+    return _fmt(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _markdown(doc: dict[str, Any], run_dir: Path, details: Mapping[str, Any]) -> str:
+    ms = doc["measurements"]
+    claim = " ".join(doc["claim"].split())
+    lines = [
+        f"# {doc['paper']}: {claim}",
+        "- **Measured:** " + ("; ".join(_figure(k, m) for k, m in ms.items()) or "nothing"),
+        f"- **Verdict:** {doc['verdict']}",
+        "",
+        f"Run `{run_dir.name}`, written {doc['created']}. Intervals are Student t intervals over seeds; "
+        "see `paperzoo.report.stats` for the verdict rule.",
+        "",
+        "## Measurements",
+        "",
+        "| metric | mean | CI low | CI high | n | std | per-seed values |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for k, m in ms.items():
+        vals = ", ".join(_fmt(v) for v in m["values"]) if m.get("values") else "-"
+        lines.append(f"| {k} | {_fmt(m['mean'])} | {_fmt(m['lo'])} | {_fmt(m['hi'])} | {m['n']} "
+                     f"| {_fmt(m['std'])} | {vals} |")
+    notes = [m["note"] for m in ms.values() if m.get("note")]
+    if notes:
+        lines += [""] + [f"- {k}: {m['note']}" for k, m in ms.items() if m.get("note")]
+    if details:
+        lines += ["", "## Details", "", "| key | value |", "|---|---|"]
+        lines += [f"| {k} | {_md_value(v)} |" for k, v in details.items()]
+    if doc["notes"]:
+        lines += ["", "## Notes", "", doc["notes"].strip()]
+    if doc["plots"]:
+        lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in doc["plots"]]
+    cfg = run_dir / "config.json"
+    if cfg.is_file():
+        lines += ["", "## Config", "", "```json", cfg.read_text(encoding="utf-8").strip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[str, Any], verdict: str | Comparison,
+                 details: Mapping[str, Any] | None = None, notes: str = "", plots: Sequence[Path] = (),
+                 confidence: float = 0.95) -> Path:
+    """Write ``result.json`` and ``report.md`` into ``run_dir``, refresh the runs index, return ``report.md``'s path.
+
+    ``measurements`` maps a metric name to its per-seed values (a 95% CI is computed), a :class:`CI` or a
+    :class:`Comparison`. ``verdict`` is one of ``"reproduced"``, ``"not reproduced"``, ``"inconclusive"`` (or a
+    Comparison, judged by :func:`verdict_from`). The first lines of ``report.md`` state the claim, the measured
+    figures with their CIs and the verdict; a table, details, notes, plots and the config follow. Plots outside
+    ``run_dir`` are copied in. When ``run_dir`` lies under the runs root, ``reports/index.html`` is rebuilt.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ValueError(f"run_dir must be an existing folder (from new_run_dir), got {run_dir}")
+    if isinstance(verdict, Comparison):
+        verdict = verdict_from(verdict)
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
+    if not isinstance(claim, str) or not claim.strip():
+        raise ValueError(f"claim must be a non-empty string stating what the paper claims, got {claim!r}")
+    if not isinstance(measurements, Mapping):
+        raise ValueError(f"measurements must be a dict of metric name -> per-seed values or CI, "
+                         f"got {type(measurements).__name__}")
+    doc: dict[str, Any] = {
+        "paper": paper,
+        "claim": claim.strip(),
+        "verdict": verdict,
+        "measurements": {str(k): _measurement(str(k), v, confidence) for k, v in measurements.items()},
+        "details": to_jsonable(dict(details or {})),
+        "notes": notes,
+        "plots": [_place_plot(run_dir, p) for p in plots],
+        "config": "config.json" if (run_dir / "config.json").is_file() else None,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    write_text_atomic(run_dir / "result.json", dumps(doc))
+    report = write_text_atomic(run_dir / "report.md", _markdown(doc, run_dir, dict(details or {})))
+    root = runs_root()
+    if _inside(run_dir, root):
+        try:
+            build_index(root)
+        except Exception as e:  # the result is written; a broken neighbour must not lose it
+            warnings.warn(f"could not rebuild the runs index: {e}", stacklevel=2)
+    return report

@@ -1,0 +1,250 @@
+"""Confidence intervals over seeds: Student t quantiles, mean CIs, Welch comparisons and verdicts.
+
+No scipy: the t CDF is computed from the regularized incomplete beta function (a continued
+fraction evaluated with the modified Lentz method) and inverted by bisection.
+
+The verdict rule (:func:`verdict_from`). Let ``d`` be the *improvement* of ``a`` over ``b``:
+``mean(a) - mean(b)`` when higher is better, ``mean(b) - mean(a)`` when lower is better, and
+``[lo, hi]`` its confidence interval. The claim is "``a`` beats ``b`` by more than ``margin``".
+
+* ``lo > margin``  -> ``"reproduced"`` (the whole interval lies above the margin);
+* ``hi < margin``  -> ``"not reproduced"`` (the whole interval lies below it; with ``margin >= 0`` this
+  includes every interval that excludes the claimed direction, ``hi < 0``);
+* otherwise, or when the interval is undefined (fewer than two values on a side) -> ``"inconclusive"``.
+
+A negative margin states a non-inferiority claim ("``a`` is at most ``-margin`` worse than ``b``"). When
+``b`` is a single number (a threshold such as "accuracy >= 0.88"), the interval is the one-sample t
+interval of ``mean(a) - b``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+VERDICTS = ("reproduced", "not reproduced", "inconclusive")
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        # even step
+        num = m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + num / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        # odd step
+        num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + num / c
+        c = c if abs(c) > tiny else tiny
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta function ``I_x(a, b)`` for ``a, b > 0`` and ``0 <= x <= 1``."""
+    if a <= 0 or b <= 0:
+        raise ValueError(f"betainc expects a > 0 and b > 0, got a={a}, b={b}")
+    if not 0.0 <= x <= 1.0:
+        raise ValueError(f"betainc expects 0 <= x <= 1, got x={x}")
+    if x == 0.0 or x == 1.0:
+        return x
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """CDF of Student's t distribution with ``df`` degrees of freedom (``df=inf`` gives the normal)."""
+    if not df > 0:
+        raise ValueError(f"t_cdf expects df > 0, got {df}")
+    if math.isinf(df):
+        return 0.5 * math.erfc(-t / math.sqrt(2.0))
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))  # P(T > |t|)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom, e.g. ``t_quantile(0.975, 4) = 2.776``."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"t_quantile expects 0 < p < 1, got {p}")
+    if not df > 0:
+        raise ValueError(f"t_quantile expects df > 0, got {df}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e300:
+            return math.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+@dataclass(frozen=True)
+class CI:
+    """A mean with its two-sided confidence interval ``[lo, hi]`` over ``n`` values (``std`` is the sample std)."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+    std: float
+    confidence: float = 0.95
+    note: str = ""
+
+    def __str__(self) -> str:
+        if math.isnan(self.lo):
+            return f"{self.mean:.4g} (n={self.n}, no CI{': ' + self.note if self.note else ''})"
+        return f"{self.mean:.4g} ({self.confidence:.0%} CI {self.lo:.4g} to {self.hi:.4g}, n={self.n})"
+
+
+def _check_values(values: Iterable[float], what: str) -> list[float]:
+    try:
+        xs = [float(v) for v in values]
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{what} must be a sequence of numbers, got {values!r}") from e
+    if not xs:
+        raise ValueError(f"{what} must hold at least one value, got none")
+    if not all(math.isfinite(x) for x in xs):
+        raise ValueError(f"{what} must be finite numbers, got {xs}")
+    return xs
+
+
+def _check_confidence(confidence: float) -> float:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), e.g. 0.95, got {confidence}")
+    return float(confidence)
+
+
+def _mean_var(xs: Sequence[float]) -> tuple[float, float]:
+    n = len(xs)
+    mean = math.fsum(xs) / n
+    var = math.fsum((x - mean) ** 2 for x in xs) / (n - 1) if n > 1 else math.nan
+    return mean, var
+
+
+def mean_ci(values: Iterable[float], confidence: float = 0.95) -> CI:
+    """Mean of ``values`` with its Student t confidence interval; one value gives ``lo = hi = nan``."""
+    xs = _check_values(values, "values")
+    confidence = _check_confidence(confidence)
+    n = len(xs)
+    mean, var = _mean_var(xs)
+    if n == 1:
+        return CI(mean, math.nan, math.nan, 1, math.nan, confidence, "one value: no interval (run more seeds)")
+    std = math.sqrt(var)
+    half = t_quantile(0.5 + confidence / 2.0, n - 1) * std / math.sqrt(n)
+    return CI(mean, mean - half, mean + half, n, std, confidence)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Difference of means ``mean(a) - mean(b)`` with its Welch t interval ``[lo, hi]`` and ``df``."""
+
+    diff: float
+    lo: float
+    hi: float
+    df: float
+    a: CI
+    b: CI | float
+    higher_is_better: bool = True
+    margin: float = 0.0
+    confidence: float = 0.95
+
+    @property
+    def improvement(self) -> tuple[float, float, float]:
+        """``(estimate, lo, hi)`` of how much ``a`` beats ``b`` (sign flipped when lower is better)."""
+        if self.higher_is_better:
+            return self.diff, self.lo, self.hi
+        return -self.diff, -self.hi, -self.lo
+
+    @property
+    def verdict(self) -> str:
+        return verdict_from(self)
+
+    def __str__(self) -> str:
+        base = f"{self.b:.4g}" if isinstance(self.b, float) else f"{self.b.mean:.4g} (n={self.b.n})"
+        head = f"{self.a.mean:.4g} (n={self.a.n}) vs {base}: difference {self.diff:.4g}"
+        if math.isnan(self.lo):
+            return f"{head}, no CI (fewer than 2 values) -> {self.verdict}"
+        sense = "higher" if self.higher_is_better else "lower"
+        return (f"{head} ({self.confidence:.0%} CI {self.lo:.4g} to {self.hi:.4g}, df={self.df:.3g}; "
+                f"{sense} is better, margin {self.margin:g}) -> {self.verdict}")
+
+
+def compare(a: Iterable[float], b: Iterable[float] | float, higher_is_better: bool = True, margin: float = 0.0,
+            confidence: float = 0.95) -> Comparison:
+    """Compare per-seed values ``a`` (ours) with ``b`` (the baseline's values, or a fixed threshold).
+
+    The interval is Welch's t interval for ``mean(a) - mean(b)`` (unequal variances, Welch-Satterthwaite
+    degrees of freedom); when ``b`` is a number, the one-sample t interval of ``mean(a) - b``.
+    """
+    xa = _check_values(a, "a")
+    confidence = _check_confidence(confidence)
+    if not math.isfinite(float(margin)):
+        raise ValueError(f"margin must be a finite number, got {margin}")
+    q = 0.5 + confidence / 2.0
+    ca = mean_ci(xa, confidence)
+    ma, va = _mean_var(xa)
+    if isinstance(b, numbers.Real):
+        b = float(b)
+        if not math.isfinite(b):
+            raise ValueError(f"b must be finite values or a finite threshold, got {b}")
+        diff = ma - b
+        if len(xa) < 2:
+            return Comparison(diff, math.nan, math.nan, math.nan, ca, b, higher_is_better, margin, confidence)
+        df = float(len(xa) - 1)
+        se = math.sqrt(va / len(xa))
+        half = t_quantile(q, df) * se if se > 0 else 0.0
+        return Comparison(diff, diff - half, diff + half, df, ca, b, higher_is_better, margin, confidence)
+    xb = _check_values(b, "b")
+    cb = mean_ci(xb, confidence)
+    mb, vb = _mean_var(xb)
+    diff = ma - mb
+    na, nb = len(xa), len(xb)
+    if na < 2 or nb < 2:
+        return Comparison(diff, math.nan, math.nan, math.nan, ca, cb, higher_is_better, margin, confidence)
+    sa, sb = va / na, vb / nb
+    se2 = sa + sb
+    if se2 == 0.0:
+        return Comparison(diff, diff, diff, math.inf, ca, cb, higher_is_better, margin, confidence)
+    df = se2 * se2 / (sa * sa / (na - 1) + sb * sb / (nb - 1))
+    half = t_quantile(q, df) * math.sqrt(se2)
+    return Comparison(diff, diff - half, diff + half, df, ca, cb, higher_is_better, margin, confidence)
+
+
+def verdict_from(comparison: Comparison) -> str:
+    """``"reproduced"``, ``"not reproduced"`` or ``"inconclusive"`` by the rule in this module's docstring."""
+    if not isinstance(comparison, Comparison):
+        raise ValueError(f"verdict_from expects a Comparison (from compare()), got {type(comparison).__name__}")
+    _, lo, hi = comparison.improvement
+    if math.isnan(lo) or math.isnan(hi):
+        return "inconclusive"
+    if lo > comparison.margin:
+        return "reproduced"
+    if hi < comparison.margin:
+        return "not reproduced"
+    return "inconclusive"
