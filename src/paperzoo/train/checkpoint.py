@@ -1,0 +1,102 @@
+"""Atomic checkpoint files ``ckpt-<step>.pt``: write, list, prune, and load the newest loadable one.
+
+A save writes a temp file in the same folder, flushes and fsyncs it, renames it over the final name
+(``os.replace`` is atomic on POSIX) and fsyncs the folder. A crash at any point leaves either the old
+set of checkpoints or the old set plus the complete new file; stray temp files are removed later.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from pathlib import Path
+
+import torch
+
+_NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+TMP_PREFIX = ".tmp-ckpt-"
+
+
+def checkpoint_path(out_dir: str | os.PathLike, step: int) -> Path:
+    """``out_dir / f"ckpt-{step}.pt"``."""
+    return Path(out_dir) / f"ckpt-{step}.pt"
+
+
+def find_checkpoints(out_dir: str | os.PathLike) -> list[tuple[int, Path]]:
+    """``[(step, path), ...]`` of the ``ckpt-<step>.pt`` files in ``out_dir``, oldest first."""
+    d = Path(out_dir)
+    if not d.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := _NAME.match(p.name)) and p.is_file()]
+    return sorted(found)
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_save(obj, path: str | os.PathLike) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically (temp file, flush, fsync, ``os.replace``, fsync of the folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def save_checkpoint(state: dict, out_dir: str | os.PathLike, step: int, keep_last: int) -> Path:
+    """Write ``state`` as ``ckpt-<step>.pt`` atomically, then delete all but the newest ``keep_last`` checkpoints."""
+    path = atomic_save(state, checkpoint_path(out_dir, step))
+    ckpts = find_checkpoints(out_dir)
+    for _, old in ckpts[: max(0, len(ckpts) - keep_last)]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def remove_stale_temp_files(out_dir: str | os.PathLike) -> None:
+    """Delete temp files left by a save that crashed."""
+    d = Path(out_dir)
+    if d.is_dir():
+        for p in d.glob(f"{TMP_PREFIX}*"):
+            p.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    """Load one checkpoint to CPU (``weights_only=True``: plain types and tensors only)."""
+    state = torch.load(Path(path), map_location="cpu", weights_only=True)
+    if not isinstance(state, dict) or "step" not in state or "model" not in state:
+        raise ValueError(f"{path}: not a paperzoo training checkpoint (expected a dict with 'step' and 'model')")
+    return state
+
+
+def load_latest(out_dir: str | os.PathLike) -> tuple[dict, Path] | None:
+    """The newest checkpoint in ``out_dir`` that loads, with its path; ``None`` when there is none.
+
+    Unreadable (truncated, corrupt) files are skipped with a warning; if files exist but none loads,
+    a RuntimeError lists them rather than silently starting over.
+    """
+    ckpts = find_checkpoints(out_dir)
+    errors = []
+    for _, path in reversed(ckpts):
+        try:
+            return load_checkpoint(path), path
+        except Exception as e:  # corrupt / truncated file: fall back to the previous one
+            errors.append(f"{path.name}: {type(e).__name__}: {e}")
+            warnings.warn(f"skipping unreadable checkpoint {path} ({type(e).__name__}: {e})", stacklevel=2)
+    if ckpts:
+        raise RuntimeError(f"no loadable checkpoint in {out_dir}: " + "; ".join(errors))
+    return None

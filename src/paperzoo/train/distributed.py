@@ -1,0 +1,75 @@
+"""Data parallelism under ``torchrun``: read the launcher's environment, start the process group, pick the device.
+
+``torchrun --nproc_per_node K script.py`` sets ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
+``MASTER_PORT``; with ``WORLD_SIZE > 1`` the Trainer joins (or creates) the default process group: gloo
+on CPU, nccl on GPU.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits: ``rank`` in ``[0, world_size)``; ``created`` when we started the group."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    created: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"environment variable {name}: expected an integer, got {raw!r}") from None
+
+
+def resolve_device(spec: str, local_rank: int = 0) -> torch.device:
+    """``"auto"`` -> ``cuda:<local_rank>`` when CUDA is available else cpu; ``"cuda"`` -> ``cuda:<local_rank>``."""
+    if spec == "auto":
+        spec = "cuda" if torch.cuda.is_available() else "cpu"
+    if spec.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"TrainConfig.device={spec!r}: CUDA is not available here; use 'cpu' or 'auto'")
+    if spec == "cuda":
+        spec = f"cuda:{local_rank}"
+    return torch.device(spec)
+
+
+def setup(device_spec: str) -> tuple[DistInfo, torch.device]:
+    """Join the process group when one is running or ``WORLD_SIZE > 1``; returns the rank info and the device."""
+    if dist.is_available() and dist.is_initialized():
+        info = DistInfo(dist.get_rank(), dist.get_world_size(), _env_int("LOCAL_RANK", 0), created=False)
+        return info, resolve_device(device_spec, info.local_rank)
+    world = _env_int("WORLD_SIZE", 1)
+    if world <= 1:
+        return DistInfo(), resolve_device(device_spec, 0)
+    if not dist.is_available():
+        raise RuntimeError("WORLD_SIZE > 1 but this torch build has no torch.distributed")
+    local_rank = _env_int("LOCAL_RANK", 0)
+    device = resolve_device(device_spec, local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, created=True), device
+
+
+def teardown(info: DistInfo) -> None:
+    """Destroy the process group if :func:`setup` created it."""
+    if info.created and dist.is_initialized():
+        dist.destroy_process_group()

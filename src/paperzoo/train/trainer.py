@@ -1,0 +1,405 @@
+"""Trainer: the one training loop every recipe uses.
+
+A step draws ``cfg.batch_size`` samples (the global batch), splits them into ``grad_accum`` micro-batches
+and, under DDP, across ranks; each slice's loss (a mean over the slice) is scaled by its share of the
+global batch, so the gradient is that of the mean loss over the global batch whatever the split.
+Then: a finiteness check (a NaN/inf loss or gradient norm raises :class:`TrainingDivergedError` before
+any state changes), clipping, AdamW, the LR schedule, and the periodic log / eval / checkpoint.
+
+Reproducibility: call ``seed_everything`` before building the model (fixes init); ``cfg.seed`` fixes
+data order; checkpoints carry model, optimizer, scheduler, data position and every RNG state, so
+``fit(resume=True)`` continues bit-exactly on CPU. SIGINT/SIGTERM during ``fit`` finish the current step,
+save a checkpoint and exit with ``SystemExit(128 + signum)``.
+
+Under DDP, ``loss_fn`` receives the DDP wrapper (call ``model(...)``, not submodules, so gradients are
+synchronised; ``unwrap(model)`` gives the bare module); ``eval_fn`` receives the bare module and runs on
+rank 0 only. Only rank 0 writes checkpoints, ``metrics.jsonl`` and progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from . import distributed
+from .batches import BatchOrder, fetch, to_device
+from .checkpoint import find_checkpoints, load_latest, remove_stale_temp_files, save_checkpoint
+from .config import TrainConfig
+from .metrics import MetricsLog, ProgressDisplay
+from .optim import build_optimizer, build_scheduler
+from .rng import get_rng_state, set_rng_state
+
+CHECKPOINT_VERSION = 1
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss or gradient norm became NaN/inf; ``step`` is the (1-based) step that produced it."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The bare module inside a DDP wrapper (or the module itself)."""
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def _metric_value(name: str, v, where: str) -> float:
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        return float(v.detach().item())
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    raise ValueError(f"{where}: metric {name!r} must be a number or a one-element tensor, got {type(v).__name__}")
+
+
+def _unpack_loss(out, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    """``loss_fn`` output -> (scalar loss, metrics); raises ValueError naming what was expected."""
+    metrics: Mapping = {}
+    if isinstance(out, tuple | list) and len(out) == 2 and isinstance(out[1], Mapping):
+        out, metrics = out
+    want = "loss_fn(model, batch) must return a scalar floating-point tensor with grad, or (loss, dict)"
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"{want}; got {type(out).__name__} at step {step}")
+    if out.ndim != 0:
+        raise ValueError(f"{want}; got a tensor of shape {tuple(out.shape)} at step {step} (reduce it, e.g. .mean())")
+    if not out.is_floating_point():
+        raise ValueError(f"{want}; got dtype {out.dtype} at step {step}")
+    if not out.requires_grad:
+        raise ValueError(f"{want}; got a loss that does not require grad at step {step}")
+    return out, {str(k): _metric_value(str(k), v, "loss_fn") for k, v in metrics.items()}
+
+
+class Trainer:
+    """Trains ``model`` on ``train_set`` with ``loss_fn(model, batch) -> loss | (loss, metrics)``.
+
+    ``eval_fn(model) -> dict[str, float]`` runs every ``cfg.eval_every`` steps and at the end, under
+    ``torch.no_grad()`` and ``model.eval()``, with the RNG states restored afterwards (evaluation never
+    changes training). ``optimizer`` replaces the default AdamW; ``param_groups`` replaces the default
+    decay/no-decay groups (e.g. layer-wise LR decay; groups without ``lr`` get ``cfg.lr``).
+    ``out_dir=None`` writes nothing (no checkpoints, no metrics).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        cfg: TrainConfig,
+        train_set,
+        loss_fn: Callable,
+        eval_fn: Callable | None = None,
+        collate_fn: Callable | None = None,
+        out_dir: str | os.PathLike | None = None,
+        progress: bool = True,
+        optimizer: torch.optim.Optimizer | None = None,
+        param_groups: list[dict] | None = None,
+    ):
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"Trainer: expected model to be an nn.Module, got {type(model).__name__}")
+        if not isinstance(cfg, TrainConfig):
+            raise ValueError(f"Trainer: expected cfg to be a TrainConfig, got {type(cfg).__name__}")
+        if not (hasattr(train_set, "__len__") and hasattr(train_set, "__getitem__")):
+            raise ValueError("Trainer: expected train_set to be a map-style dataset (with __len__ and __getitem__)")
+        for name, fn in (("loss_fn", loss_fn), ("eval_fn", eval_fn), ("collate_fn", collate_fn)):
+            if fn is not None and not callable(fn):
+                raise ValueError(f"Trainer: expected {name} to be callable, got {type(fn).__name__}")
+        if loss_fn is None:
+            raise ValueError("Trainer: expected a loss_fn(model, batch) -> loss")
+        if optimizer is not None and param_groups is not None:
+            raise ValueError("Trainer: pass either optimizer or param_groups, not both")
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise ValueError(f"Trainer: expected optimizer to be a torch.optim.Optimizer, got {type(optimizer)}")
+
+        self.cfg = cfg
+        self.train_set, self.loss_fn, self.eval_fn, self.collate_fn = train_set, loss_fn, eval_fn, collate_fn
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.progress = progress
+        n = len(train_set)
+        self.dist, self.device = distributed.setup(cfg.device)
+        world = self.dist.world_size
+        if cfg.batch_size % (world * cfg.grad_accum):
+            raise ValueError(
+                f"TrainConfig.batch_size (the global batch): expected a multiple of world_size * grad_accum = "
+                f"{world} * {cfg.grad_accum}, got {cfg.batch_size}"
+            )
+        if n == 0 or (cfg.drop_last and n < cfg.batch_size):
+            raise ValueError(
+                f"Trainer: expected a train_set of at least batch_size={cfg.batch_size} samples "
+                f"(drop_last={cfg.drop_last}), got {n}"
+            )
+
+        self.raw_model = model.to(self.device)
+        if optimizer is None:
+            optimizer = build_optimizer(param_groups if param_groups is not None else self.raw_model, cfg)
+        self.optimizer = optimizer
+        self.scheduler = build_scheduler(self.optimizer, cfg)
+        if self.dist.enabled:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model: nn.Module = DistributedDataParallel(self.raw_model, device_ids=ids)
+        else:
+            self.model = self.raw_model
+        self.step = 0
+        self._signal: int | None = None
+        self._stop = False
+
+    # ----------------------------------------------------------------- state
+    def _state(self, order: BatchOrder, elapsed: float, last_loss: float, last_eval: dict) -> dict | None:
+        """The checkpoint dict on rank 0 (None elsewhere); every rank must call it (RNG states are gathered)."""
+        rng = get_rng_state()
+        if self.dist.enabled:
+            states: list = [None] * self.dist.world_size
+            dist.all_gather_object(states, rng)
+        else:
+            states = [rng]
+        if not self.dist.is_main:
+            return None
+        return {
+            "version": CHECKPOINT_VERSION,
+            "step": self.step,
+            "model": self.raw_model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "data": order.state_dict(),
+            "rng": states,
+            "world_size": self.dist.world_size,
+            "elapsed": elapsed,
+            "last_loss": last_loss,
+            "last_eval": dict(last_eval),
+            "config": self.cfg.to_dict(),
+        }
+
+    def _load(self, state: dict, order: BatchOrder) -> None:
+        saved = state.get("config", {})
+        for key in ("batch_size", "seed", "drop_last"):
+            if key in saved and saved[key] != getattr(self.cfg, key):
+                raise ValueError(
+                    f"resume: checkpoint has {key}={saved[key]!r} but cfg.{key}={getattr(self.cfg, key)!r}; "
+                    "the data position would not carry over"
+                )
+        self.raw_model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        order.load_state_dict(state["data"])
+        rngs = state["rng"]
+        set_rng_state(rngs[self.dist.rank] if len(rngs) == self.dist.world_size else rngs[0])
+        self.step = int(state["step"])
+
+    def _save(self, order: BatchOrder, elapsed: float, last_loss: float, last_eval: dict) -> Path | None:
+        state = self._state(order, elapsed, last_loss, last_eval)
+        if state is None or self.out_dir is None:
+            return None
+        return save_checkpoint(state, self.out_dir, self.step, self.cfg.keep_last)
+
+    # ------------------------------------------------------------------ eval
+    def evaluate(self) -> dict[str, float]:
+        """``eval_fn(bare model)`` under no_grad/eval mode; RNG states and train mode are restored after."""
+        if self.eval_fn is None:
+            return {}
+        rng = get_rng_state()
+        was_training = self.raw_model.training
+        self.raw_model.eval()
+        try:
+            with torch.no_grad():
+                out = self.eval_fn(self.raw_model)
+        finally:
+            self.raw_model.train(was_training)
+            set_rng_state(rng)
+        if not isinstance(out, Mapping):
+            raise ValueError(f"eval_fn(model) must return a dict[str, float], got {type(out).__name__}")
+        return {str(k): _metric_value(str(k), v, "eval_fn") for k, v in out.items()}
+
+    # ---------------------------------------------------------------- signals
+    def _install_handlers(self) -> dict:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handler(signum, frame):
+            if self._signal is not None:  # a second signal: stop now
+                raise KeyboardInterrupt
+            self._signal = signum
+
+        old = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, handler)
+        return old
+
+    # ------------------------------------------------------------------- fit
+    def fit(self, resume: bool = False) -> dict:
+        """Train to ``cfg.steps`` optimizer steps; returns a summary dict.
+
+        ``resume=True`` continues from the newest loadable ``ckpt-<step>.pt`` in ``out_dir`` (or starts
+        fresh when there is none). The summary: ``step``, ``loss`` (last step's train loss), ``eval``
+        (last eval metrics), ``wall_time_s`` and ``steps_per_s`` / ``samples_per_s`` of this session,
+        ``resumed_from`` (step or None). Call it once per Trainer.
+        """
+        cfg, info = self.cfg, self.dist
+        main = info.is_main
+        if resume and self.out_dir is None:
+            raise ValueError("fit(resume=True): expected the Trainer to have an out_dir holding checkpoints")
+        min_batch = info.world_size * cfg.grad_accum
+        order = BatchOrder(len(self.train_set), cfg.batch_size, cfg.seed, cfg.drop_last, min_batch)
+        log = MetricsLog(self.out_dir / "metrics.jsonl" if (main and self.out_dir is not None) else None)
+        elapsed_before, resumed_from, last_loss, last_eval = 0.0, None, float("nan"), {}
+        display = ProgressDisplay(self.progress and main, cfg.steps, 0)
+        say = display.say if main else (lambda msg: None)
+        if self.out_dir is not None and main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temp_files(self.out_dir)
+        if resume:
+            loaded = load_latest(self.out_dir)
+            if loaded is not None:
+                state, path = loaded
+                self._load(state, order)
+                elapsed_before, resumed_from = float(state.get("elapsed", 0.0)), self.step
+                last_loss, last_eval = float(state.get("last_loss", float("nan"))), dict(state.get("last_eval", {}))
+                log.truncate_after(self.step)
+                say(f"resumed from {path} (step {self.step}/{cfg.steps})")
+            else:
+                say(f"no checkpoint in {self.out_dir}; starting from step 0")
+        elif self.out_dir is not None and find_checkpoints(self.out_dir):
+            raise ValueError(
+                f"{self.out_dir} already holds checkpoints; pass fit(resume=True) to continue or use a new out_dir"
+            )
+        elif main:
+            log.truncate_after(-1)
+
+        self._signal, self._stop = None, False
+        old_handlers = self._install_handlers()
+        self.model.train()
+        t_start = time.perf_counter()
+        start_step = self.step
+        win_t, win_steps, win_loss, win_metrics = t_start, 0, 0.0, {}
+        evaluated_at = saved_at = self.step if resumed_from is not None else -1
+        display.step(self.step, last_loss, 0.0)
+        try:
+            while self.step < cfg.steps:
+                loss_val, lr, metrics, grad_norm = self._train_step(order)
+                self.step += 1
+                last_loss = loss_val
+                now = time.perf_counter()
+                elapsed = elapsed_before + now - t_start
+                win_steps += 1
+                win_loss += loss_val
+                for k, v in metrics.items():
+                    win_metrics[k] = win_metrics.get(k, 0.0) + v
+                sps = cfg.batch_size * win_steps / max(now - win_t, 1e-9)
+                display.step(self.step, loss_val, sps)
+                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                    rec = {"event": "train", "step": self.step, "epoch": order.epoch, "loss": win_loss / win_steps,
+                           "lr": lr, "samples_per_s": sps, "time": elapsed}
+                    if grad_norm is not None:
+                        rec["grad_norm"] = grad_norm
+                    rec.update({k: v / win_steps for k, v in win_metrics.items()})
+                    log.write(rec)
+                    display.log(rec)
+                    win_t, win_steps, win_loss, win_metrics = now, 0, 0.0, {}
+                if main and self.eval_fn is not None and (
+                    (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps
+                ):
+                    last_eval = self.evaluate()
+                    evaluated_at = self.step
+                    rec = {"event": "eval", "step": self.step, "time": elapsed, **last_eval}
+                    log.write(rec)
+                    display.log(rec)
+                if self.out_dir is not None and (
+                    (cfg.ckpt_every and self.step % cfg.ckpt_every == 0)
+                    or self.step == cfg.steps
+                    or self._stop
+                ):
+                    self._save(order, elapsed, last_loss, last_eval)
+                    saved_at = self.step
+                if self._stop:
+                    self._exit_on_signal(say)
+            if main and self.eval_fn is not None and evaluated_at != self.step:
+                last_eval = self.evaluate()
+                log.write({"event": "eval", "step": self.step, "time": elapsed_before + time.perf_counter() - t_start,
+                           **last_eval})
+            if self.out_dir is not None and saved_at != self.step:
+                self._save(order, elapsed_before + time.perf_counter() - t_start, last_loss, last_eval)
+        except TrainingDivergedError as e:
+            log.write({"event": "diverged", "step": e.step, "time": elapsed_before + time.perf_counter() - t_start})
+            raise
+        finally:
+            display.close()
+            for sig, h in old_handlers.items():
+                signal.signal(sig, h)
+            distributed.teardown(info)
+        wall = time.perf_counter() - t_start
+        done = self.step - start_step
+        return {
+            "step": self.step,
+            "loss": last_loss,
+            "eval": last_eval,
+            "wall_time_s": wall,
+            "steps_per_s": done / wall if wall > 0 else 0.0,
+            "samples_per_s": done * cfg.batch_size / wall if wall > 0 else 0.0,
+            "resumed_from": resumed_from,
+        }
+
+    def _exit_on_signal(self, say: Callable[[str], None]) -> None:
+        signum = self._signal or signal.SIGTERM  # on a rank that was not signalled itself
+        name = signal.Signals(signum).name
+        where = ""
+        if self.out_dir is not None:
+            where = f"; checkpoint {self.out_dir}/ckpt-{self.step}.pt, continue with fit(resume=True)"
+        say(f"received {name}: stopped after step {self.step}/{self.cfg.steps}{where}")
+        raise SystemExit(128 + signum)
+
+    def _train_step(self, order: BatchOrder) -> tuple[float, float, dict[str, float], float | None]:
+        """One optimizer step; returns (global mean loss, lr of group 0, rank-0 metrics, grad norm or None)."""
+        cfg, info = self.cfg, self.dist
+        step = self.step + 1
+        idx = order.next_batch()
+        total = len(idx)
+        parts = torch.tensor_split(idx, info.world_size * cfg.grad_accum)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        metric_sums: dict[str, float] = {}
+        local_n = 0
+        amp = torch.autocast(self.device.type, dtype=torch.bfloat16) if cfg.precision == "bf16" else None
+        for m in range(cfg.grad_accum):
+            part = parts[m * info.world_size + info.rank]
+            batch = to_device(fetch(self.train_set, part, self.collate_fn), self.device)
+            sync = m == cfg.grad_accum - 1 or not info.enabled
+            with contextlib.nullcontext() if sync else self.model.no_sync():
+                with amp if amp is not None else contextlib.nullcontext():
+                    loss, metrics = _unpack_loss(self.loss_fn(self.model, batch), step)
+                weight = len(part) * info.world_size / total  # DDP averages over ranks: this makes a global mean
+                (loss * weight if weight != 1.0 else loss).backward()
+            loss_sum += loss.detach().double() * len(part)
+            local_n += len(part)
+            for k, v in metrics.items():
+                metric_sums[k] = metric_sums.get(k, 0.0) + v * len(part)
+        stats = torch.stack([loss_sum, torch.tensor(float(self._signal is not None), dtype=torch.float64,
+                                                    device=self.device)])
+        if info.enabled:
+            dist.all_reduce(stats)
+        loss_val = stats[0].item() / total
+        self._stop = stats[1].item() > 0  # all ranks agree: stop after this step if any rank was signalled
+        if not math.isfinite(loss_val):
+            raise TrainingDivergedError(self._diverged_msg(f"loss is {loss_val}", step), step)
+        grad_norm = None
+        if cfg.grad_clip is not None:
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+            if not math.isfinite(grad_norm):
+                raise TrainingDivergedError(self._diverged_msg(f"gradient norm is {grad_norm}", step), step)
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        self.optimizer.step()
+        self.scheduler.step()
+        return loss_val, lr, {k: v / local_n for k, v in metric_sums.items()}, grad_norm
+
+    def _diverged_msg(self, what: str, step: int) -> str:
+        last = find_checkpoints(self.out_dir) if self.out_dir is not None else []
+        keep = f"the last good checkpoint is {last[-1][1]}" if last else "no checkpoint was saved"
+        return f"training diverged at step {step}: {what}; stopped without saving this step ({keep})"
