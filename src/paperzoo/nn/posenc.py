@@ -204,7 +204,7 @@ class RotaryEmbedding(nn.Module):
 
     ``forward(q, k, offset=0) -> (q, k)``, q ``(batch, heads, q_seq, head_dim)``, k ``(batch, heads, k_seq, head_dim)``;
     positions start at ``offset`` for both, or at ``q_offset`` / ``k_offset`` when given (cached decoding:
-    ``q_offset=past_len, k_offset=0``). Computed in float32 and cast back to the input dtype.
+    ``q_offset=past_len, k_offset=0``). Computed in float32 (float64 inputs: float64) and cast back to the input dtype.
     Layouts: ``interleaved=True`` pairs ``(2i, 2i+1)`` (original RoFormer, GPT-J); the default half-split pairs
     ``(i, i + d/2)`` (GPT-NeoX, Llama, Hugging Face). They are not interchangeable: see :func:`rotary_permutation`.
     """
@@ -217,12 +217,13 @@ class RotaryEmbedding(nn.Module):
         inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
 
-    def cos_sin(self, seq_len: int, offset: int = 0, device=None) -> tuple[Tensor, Tensor]:
-        """float32 ``(seq_len, head_dim)`` cos and sin tables, channel-aligned with the layout."""
+    def cos_sin(self, seq_len: int, offset: int = 0, device=None, dtype=torch.float32) -> tuple[Tensor, Tensor]:
+        """``(seq_len, head_dim)`` cos and sin tables (float32 by default), channel-aligned with the layout."""
         _check_positions(seq_len, offset)
         inv_freq = self.inv_freq.to(device) if device is not None else self.inv_freq
-        pos = torch.arange(offset, offset + seq_len, device=inv_freq.device, dtype=torch.float64)
-        angle = (pos[:, None] * inv_freq.double()).float()  # (seq, d/2); exact positions, fp32 angles
+        exact = _exact_dtype(inv_freq.device)
+        pos = torch.arange(offset, offset + seq_len, device=inv_freq.device, dtype=exact)
+        angle = (pos[:, None] * inv_freq.to(exact)).to(dtype)  # (seq, d/2): product formed exactly, then rounded
         pattern = "n f -> n (f two)" if self.interleaved else "n f -> n (two f)"
         return repeat(angle.cos(), pattern, two=2), repeat(angle.sin(), pattern, two=2)
 
@@ -240,8 +241,9 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"expected (..., seq, head_dim={self.head_dim}), got shape {tuple(x.shape)}")
         if not x.is_floating_point():
             raise ValueError(f"expected a floating-point tensor, got {x.dtype}")
-        cos, sin = self.cos_sin(x.shape[-2], offset, device=x.device)
-        xf = x.float()
+        dtype = torch.promote_types(x.dtype, torch.float32)  # at least fp32; float64 stays float64
+        cos, sin = self.cos_sin(x.shape[-2], offset, device=x.device, dtype=dtype)
+        xf = x.to(dtype)
         return (xf * cos + self._rotate_pairs(xf) * sin).to(x.dtype)
 
     def forward(
