@@ -1,0 +1,39 @@
+"""Core benches that belong to no paper."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from paperzoo.bench.flops import best_matmul
+from paperzoo.bench.results import BenchResult
+
+PEAK_SIZES = (1024, 1536, 2048)
+
+
+def _all_threads() -> int:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count() or 1
+    return max(usable, torch.get_num_threads())
+
+
+def peak(sizes: tuple[int, ...] = PEAK_SIZES, repeats: int = 3) -> tuple[list[BenchResult], dict[str, Any]]:
+    """fp32 square matmul GFLOP/s at 1 thread and at all threads, per size; no peer (ratio n/a).
+
+    Each row's fraction of peak is relative to the best all-thread figure, which is the meta's ``peak_gflops``.
+    """
+    threads = sorted({1, _all_threads()})
+    measured = {t: best_matmul(sizes, torch.float32, threads=t, repeats=repeats) for t in threads}
+    best = {t: max(g for _, _, g in m) for t, m in measured.items()}
+    top = best[threads[-1]]
+    rows = [BenchResult("peak", f"fp32 matmul {n}x{n}, {t} thread{'s' if t > 1 else ''}", secs * 1e3,
+                        flops=2 * n**3, peak_gflops=top, extra={"threads": t, "n": n})
+            for t, m in measured.items() for n, secs, _ in m]
+    meta = {"peak_gflops": top, "peak_gflops_by_threads": {str(t): g for t, g in best.items()},
+            "sizes": list(sizes), "repeats": repeats,
+            "notes": "Best of the repeats per size; the machine is shared, so the load average above matters."}
+    return rows, meta
