@@ -6,7 +6,8 @@ width, F expert hidden width, C expert capacity.
 * Router (eq. 1): ``p(x) = softmax(W_r x)`` with ``W_r`` (E, D), no bias, computed in float32 with autocast off
   ("selective precision", sec. 2.4); in training the router *input* is multiplied by U(1 - eps, 1 + eps) jitter.
 * Top-1 (Switch) or top-k (classic MoE, gates renormalised over the k choices as in GShard).
-* Capacity (eq. 3): ``C = max(min_capacity, floor(capacity_factor * k * T / E))`` with a train and an eval factor.
+* Capacity (eq. 3): ``C = max(min_capacity, floor(capacity_factor * k * T / E))`` with a train and an eval factor,
+  per routing group (the flattened batch by default; each sequence with ``route_per_sequence``, as HF does).
   Tokens beyond an expert's capacity are dropped by position priority (earlier tokens of the flattened batch win;
   with k > 1 every first choice ranks before every second choice). A dropped token's MoE output is exactly zero,
   so it only passes through the residual connection. The expert output is scaled by the gate ``p_i(x)``.
@@ -32,7 +33,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-from einops import rearrange
+from einops import rearrange, reduce, repeat
 
 BALANCE_COEF = 1e-2  # the paper's alpha (sec. 2.2)
 Z_LOSS_COEF = 1e-3  # ST-MoE's router z-loss coefficient
@@ -139,6 +140,8 @@ class SwitchMoE(nn.Module):
         min_capacity: lower bound on C. ``capacity``: a fixed C overriding eq. 3 (HF-style), or None.
         jitter_eps: router input jitter (training only). expert_dropout: dropout on the expert hidden layer.
         init_scale: s in the truncated normal init with std sqrt(s / fan_in) (paper: 0.1).
+        route_per_sequence: each sequence of a (batch, seq, D) input is its own routing group with its own
+            capacity (HF's choice); default False: the whole flattened batch is one group.
         group: a ``torch.distributed`` process group (or ``"world"``) for expert parallelism, or None.
 
     Input (batch, seq, D) or (tokens, D), optional mask (batch, seq) / (tokens,) with 1 for real tokens.
@@ -148,7 +151,7 @@ class SwitchMoE(nn.Module):
     def __init__(self, dim: int, hidden: int, num_experts: int, k: int = 1, capacity_factor: float = 1.25,
                  eval_capacity_factor: float = 2.0, min_capacity: int = 4, capacity: int | None = None,
                  jitter_eps: float = 0.01, expert_dropout: float = 0.0, activation: str = "relu",
-                 bias: bool = False, init_scale: float = 0.1, group=None):
+                 bias: bool = False, init_scale: float = 0.1, route_per_sequence: bool = False, group=None):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -158,6 +161,7 @@ class SwitchMoE(nn.Module):
         self.capacity_factor, self.eval_capacity_factor = capacity_factor, eval_capacity_factor
         self.min_capacity, self.capacity = min_capacity, capacity
         self.expert_dropout, self.activation, self.init_scale = expert_dropout, activation, init_scale
+        self.route_per_sequence = route_per_sequence
         self.group = dist.group.WORLD if group == "world" else group
         world = dist.get_world_size(self.group) if self.group is not None else 1
         if num_experts % world:
@@ -229,36 +233,42 @@ class SwitchMoE(nn.Module):
             gate, idx = probs.topk(k, dim=-1)
             gate = gate / gate.sum(-1, keepdim=True)
 
-        # Position of each (choice, token) assignment in its expert; choice-major so first choices win.
-        C = self.current_capacity(T)
-        idx_f = rearrange(idx, "t k -> (k t)")
-        onehot = F.one_hot(idx_f, E).to(torch.int32)
+        # Position of each (group, choice, token) assignment in its expert; choice-major inside a group, so
+        # every first choice wins over any second choice; each group has its own capacity C.
+        G = shape[0] if self.route_per_sequence and x.dim() == 3 else 1
+        C = self.current_capacity(T // G)
+        idx_f = rearrange(idx, "(g t) k -> g (k t)", g=G)
+        onehot = F.one_hot(idx_f, E).to(torch.int32)  # (G, kTg, E)
         if valid is not None:
-            valid_f = valid.repeat(k)
-            onehot = onehot * valid_f.to(torch.int32)[:, None]
-        pos = onehot.cumsum(0).gather(1, idx_f[:, None]).squeeze(1) - 1  # (kT,) 0-based rank in the expert
+            valid_f = rearrange(valid, "(g t) -> g t", g=G).repeat(1, k)
+            onehot = onehot * valid_f.to(torch.int32)[..., None]
+        pos = onehot.cumsum(1).gather(2, idx_f[..., None]).squeeze(2) - 1  # (G, kTg) 0-based rank in the expert
         keep = pos < C if valid is None else (pos < C) & valid_f
-        slot = torch.where(keep, idx_f * C + pos, E * C)  # E * C is a trash row, discarded
+        group_offset = torch.arange(G, device=x.device)[:, None] * C
+        slot = torch.where(keep, idx_f * (G * C) + group_offset + pos, E * G * C).reshape(-1)  # last row: trash
 
-        # Dispatch: (kT, D) -> (E * C + 1, D); each real slot receives at most one token.
-        src = xt if k == 1 else xt.repeat(k, 1)
-        buf = xt.new_zeros(E * C + 1, self.dim).index_add(0, slot, src)[:-1]
-        buf = rearrange(buf, "(e c) d -> e c d", e=E)
+        # Dispatch: (G k Tg, D) -> (E * G * C + 1, D); each real slot receives at most one token.
+        src = xt if k == 1 else repeat(xt, "(g t) d -> (g k t) d", g=G, k=k)
+        buf = xt.new_zeros(E * G * C + 1, self.dim).index_add(0, slot, src)[:-1]
+        buf = rearrange(buf, "(e c) d -> e c d", e=E)  # (E, G * C, D)
         if self.group is None:
             out = self.experts(buf)
         else:
             W = self.world
             recv = all_to_all(rearrange(buf, "(w e) c d -> (w e c) d", w=W), self.group)
-            h = rearrange(recv, "(w e c) d -> e (w c) d", w=W, c=C)
+            h = rearrange(recv, "(w e c) d -> e (w c) d", w=W, c=G * C)
             h = self.experts(h)
             out = all_to_all(rearrange(h, "e (w c) d -> (w e c) d", w=W), self.group)
-        out = out.reshape(E * C, self.dim)
+        out = out.reshape(E * G * C, self.dim)
 
         # Combine: gather each assignment's expert output (zero row for dropped/padding), scale by its gate.
         out = torch.cat([out, out.new_zeros(1, self.dim)])
-        y = out.index_select(0, slot) * rearrange(gate, "t k -> (k t)")[:, None].to(out.dtype)
+        g = rearrange(gate, "(g t) k -> (g k t) 1", g=G).to(out.dtype)
+        y = out.index_select(0, slot) * g
         if k > 1:
-            y = rearrange(y, "(k t) d -> k t d", k=k).sum(0)
+            y = reduce(y, "(g k t) d -> (g t) d", "sum", g=G, k=k)
+        keep = keep.reshape(-1)
+        idx_f = idx_f.reshape(-1)
 
         with torch.no_grad():
             w = torch.ones(T, device=x.device) if valid is None else valid.float()
