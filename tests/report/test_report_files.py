@@ -147,6 +147,10 @@ def test_plot_metrics_sources_and_errors(tmp_path):
     assert plot_metrics(tmp_path, {"run A": f, "run B": recs}, ys=["loss"]).is_file()
     with pytest.raises(ValueError, match="keys found"):
         plot_metrics(tmp_path, recs, ys=["acc"])
+    evals = recs + [{"event": "eval", "step": 3, "loss": 0.3}, {"event": "eval", "step": 7, "loss": "nan"}]
+    assert plot_metrics(tmp_path, evals, ys=["loss"], where={"event": "eval"}, path="eval.png").is_file()
+    with pytest.raises(ValueError, match="keys found"):
+        plot_metrics(tmp_path, evals, ys=["loss"], where={"event": "test"})
     with pytest.raises(ValueError, match="metrics.jsonl"):
         plot_metrics(tmp_path, tmp_path / "nope.jsonl")
     assert not math.isnan(mean_ci([1, 2]).lo)

@@ -102,7 +102,9 @@ def _f(x: float | None, fmt: str) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-_COLUMNS = ("name", "case", "ours ms", "peer", "peer ms", "ratio (peer/ours)", "ours GFLOP/s", "% of peak")
+_COLUMNS = ("name", "case", "ours ms", "peer", "peer ms", "ratio", "GFLOP/s", "% peak")
+_CAPTION = ("ratio = peer time / our time (> 1: ours is faster); "
+            "GFLOP/s and % peak are ours against the measured matmul peak")
 
 
 def _cells(r: BenchResult) -> list[str]:
@@ -117,9 +119,10 @@ def print_table(rows: Iterable[BenchResult | Mapping[str, Any]], title: str | No
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, caption=_CAPTION)
     for c in _COLUMNS:
-        table.add_column(c, justify="left" if c in ("name", "case", "peer") else "right", overflow="fold")
+        table.add_column(c, justify="left" if c in ("name", "case", "peer") else "right", overflow="fold",
+                         no_wrap=c not in ("name", "case", "peer"))
     for r in as_rows(rows):
         table.add_row(*_cells(r))
     (console or Console()).print(table)
@@ -186,7 +189,7 @@ def write_json(path: Path, rows: Iterable[BenchResult | Mapping[str, Any]],
              f"torch {m.get('torch', '?')} with {m.get('torch_threads', '?')} threads"
              + (f", load average {meta['load_average']}" if meta.get("load_average") else ""),
              f"- measured fp32 matmul peak: {_f(peak, '.1f')} GFLOP/s",
-             "- ratio = peer time / our time (> 1: ours is faster); % of peak = our GFLOP/s / measured peak", "",
+             f"- {_CAPTION}", "",
              markdown_table(rows)]
     notes = meta.get("notes")
     if notes:

@@ -75,12 +75,14 @@ def _num(v: Any) -> float | None:
 
 
 def plot_metrics(run_dir: Path, source: Any, x: str = "step", ys: Sequence[str] = ("loss",), path: Path | None = None,
-                 group_by: str | None = None, title: str = "", logy: bool = False) -> Path:
+                 group_by: str | None = None, where: Mapping[str, Any] | None = None, title: str = "",
+                 logy: bool = False) -> Path:
     """Plot ``ys`` against ``x``, one panel per y and one labelled line per seed/variant; returns the PNG path.
 
     ``source`` is a ``metrics.jsonl`` path, a list of them (labelled by their folder), a ``{label: path or
     records}`` mapping or a list of record dicts; ``group_by`` (e.g. ``"seed"``) splits records by that key.
-    Records lacking ``x`` or a ``y`` (e.g. eval lines between train lines) are skipped for that panel.
+    Records lacking ``x`` or a numeric ``y`` are skipped for that panel; ``where`` keeps only records matching
+    every given key, e.g. ``where={"event": "eval"}`` for the training engine's eval lines.
     ``path`` defaults to ``run_dir/<ys joined by _>.png``; a relative ``path`` is taken inside ``run_dir``.
     """
     from matplotlib.figure import Figure
@@ -90,6 +92,8 @@ def plot_metrics(run_dir: Path, source: Any, x: str = "step", ys: Sequence[str] 
     if not ys:
         raise ValueError("ys must name at least one metric, e.g. ys=['loss']")
     series = _series(source, group_by)
+    if where:
+        series = {k: [r for r in v if all(r.get(wk) == wv for wk, wv in where.items())] for k, v in series.items()}
     run_dir = Path(run_dir)
     path = Path(path) if path is not None else Path("_".join(ys).replace("/", "-") + ".png")
     if not path.is_absolute():

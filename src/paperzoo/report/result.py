@@ -1,4 +1,12 @@
-"""``result.json`` and ``report.md``: the claim, the measured figures with confidence intervals, the verdict."""
+"""``result.json`` and ``report.md``: the claim, the measured figures with confidence intervals, the verdict.
+
+``result.json`` (strict JSON; NaN is written as null)::
+
+    {"paper": str, "claim": str, "verdict": "reproduced" | "not reproduced" | "inconclusive",
+     "measurements": {name: {"mean", "lo", "hi", "n", "std", "confidence", "note", "values": [per seed] | null}},
+     "details": {...}, "notes": str, "plots": [paths relative to the run folder], "config": "config.json" | null,
+     "created": ISO time}
+"""
 
 from __future__ import annotations
 
