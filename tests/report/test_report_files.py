@@ -116,6 +116,8 @@ def test_write_result_validates(runs):
     d = new_run_dir("x")
     with pytest.raises(ValueError, match="verdict must be one of"):
         write_result(d, "x", "claim", {"a": [1.0]}, "maybe")
+    with pytest.raises(ValueError, match="paper"):
+        write_result(d, "", "claim", {"a": [1.0]}, "inconclusive")
     with pytest.raises(ValueError, match="claim"):
         write_result(d, "x", " ", {"a": [1.0]}, "inconclusive")
     with pytest.raises(ValueError, match="measurement 'a'"):

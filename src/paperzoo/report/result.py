@@ -148,6 +148,8 @@ def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[st
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ValueError(f"run_dir must be an existing folder (from new_run_dir), got {run_dir}")
+    if not isinstance(paper, str) or not paper.strip():
+        raise ValueError(f"paper must be the paper's registered name such as 'electra', got {paper!r}")
     if isinstance(verdict, Comparison):
         verdict = verdict_from(verdict)
     if verdict not in VERDICTS:
