@@ -28,7 +28,8 @@ class LayerNorm(nn.LayerNorm):
 
 class RMSNorm(nn.Module):
     """Root-mean-square norm (Zhang & Sennrich, 2019): ``y = x / sqrt(mean(x^2) + eps) * weight``; no mean
-    subtraction, no bias. ``(..., dim) -> (..., dim)``; half-precision inputs are normalised in float32 (as T5)."""
+    subtraction, no bias. ``(..., dim) -> (..., dim)``; half-precision inputs are normalised in
+    float32 and returned in their own dtype."""
 
     def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
         super().__init__()
@@ -37,9 +38,9 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_input(x, self.dim)
-        if x.dtype in (torch.float16, torch.bfloat16):
-            y = F.rms_norm(x.float(), (self.dim,), eps=self.eps).to(x.dtype)
-            return y * self.weight if self.weight is not None else y
+        if x.dtype in (torch.float16, torch.bfloat16):  # normalise and scale in fp32, round once to the input dtype
+            weight = self.weight.float() if self.weight is not None else None
+            return F.rms_norm(x.float(), (self.dim,), weight, self.eps).to(x.dtype)
         return F.rms_norm(x, (self.dim,), self.weight, self.eps)
 
 
