@@ -165,6 +165,17 @@ def test_rope_computes_in_fp32_under_bf16():
     torch.testing.assert_close(q.double(), exact, atol=2e-2, rtol=1e-2)
 
 
+def test_rope_table_cache_and_half_module():
+    rope = RotaryEmbedding(8, interleaved=True)
+    small = rope.cos_sin(4, offset=2)
+    big = rope.cos_sin(50, offset=100)  # grows the cache
+    fresh = RotaryEmbedding(8, interleaved=True)
+    for got, want in zip((*rope.cos_sin(4, offset=2), *big), (*small, *fresh.cos_sin(50, offset=100)), strict=True):
+        assert torch.equal(got, want)
+    x = torch.randn(1, 1, 3, 8)
+    torch.testing.assert_close(rope.half().rotate(x, 7000), fresh.rotate(x, 7000))  # .half() rounds no table
+
+
 def test_rope_offsets_for_cached_decoding():
     rope = RotaryEmbedding(16)
     q, k = torch.randn(1, 2, 10, 16), torch.randn(1, 2, 10, 16)

@@ -214,18 +214,25 @@ class RotaryEmbedding(nn.Module):
         if _check_int("head_dim", head_dim, 2) % 2:
             raise ValueError(f"head_dim must be even, got {head_dim}")
         self.head_dim, self.base, self.interleaved = head_dim, base, interleaved
-        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self._cache: dict[tuple[torch.device, torch.dtype], tuple[Tensor, Tensor]] = {}  # positions 0..n-1
 
     def cos_sin(self, seq_len: int, offset: int = 0, device=None, dtype=torch.float32) -> tuple[Tensor, Tensor]:
-        """``(seq_len, head_dim)`` cos and sin tables (float32 by default), channel-aligned with the layout."""
+        """``(seq_len, head_dim)`` cos and sin tables (float32 by default), channel-aligned with the layout.
+
+        Cached per (device, dtype); computed from ``base`` in float64 and rounded once (no buffer that ``.half()``
+        could round)."""
         _check_positions(seq_len, offset)
-        inv_freq = self.inv_freq.to(device) if device is not None else self.inv_freq
-        exact = _exact_dtype(inv_freq.device)
-        pos = torch.arange(offset, offset + seq_len, device=inv_freq.device, dtype=exact)
-        angle = (pos[:, None] * inv_freq.to(exact)).to(dtype)  # (seq, d/2): product formed exactly, then rounded
-        pattern = "n f -> n (f two)" if self.interleaved else "n f -> n (two f)"
-        return repeat(angle.cos(), pattern, two=2), repeat(angle.sin(), pattern, two=2)
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        key, end = (device, dtype), offset + seq_len
+        if key not in self._cache or self._cache[key][0].shape[0] < end:
+            n = max(end, 2 * self._cache[key][0].shape[0] if key in self._cache else 0)
+            exact = _exact_dtype(device)
+            inv_freq = self.base ** (-torch.arange(0, self.head_dim, 2, dtype=exact, device=device) / self.head_dim)
+            angle = torch.arange(n, dtype=exact, device=device)[:, None] * inv_freq  # (n, d/2)
+            pattern = "n f -> n (f two)" if self.interleaved else "n f -> n (two f)"
+            self._cache[key] = tuple(repeat(t.to(dtype), pattern, two=2) for t in (angle.cos(), angle.sin()))
+        cos, sin = self._cache[key]
+        return cos[offset:end], sin[offset:end]
 
     def _rotate_pairs(self, x: Tensor) -> Tensor:
         """The 90-degree turn of each pair: (a, b) -> (-b, a)."""
