@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import train_fixtures as tf
 
-from paperzoo.train import TrainConfig
+from paperzoo.train import TrainConfig, find_checkpoints, load_checkpoint
 
 HERE = Path(__file__).parent
 
@@ -53,3 +54,29 @@ def test_ddp_two_gloo_processes_match_single(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "ddp" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines if r["event"] == "train"] == list(range(1, 9))
     assert abs(lines[-1]["loss"] - result["loss"]) <= 1e-5 * abs(result["loss"])
+
+
+def launch(args: dict, nproc: int = 2, timeout: int = 300) -> subprocess.CompletedProcess:
+    """The real launcher: ``torchrun --nproc_per_node nproc --master_port <free> train_fixtures.py args``."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_addr",
+           "127.0.0.1", "--master_port", str(free_port()), str(HERE / "train_fixtures.py"), json.dumps(args)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+@pytest.mark.slow
+def test_torchrun_kill_and_resume_matches_single(tmp_path):
+    """torchrun, 2 ranks: SIGTERM at step 4 (on every rank), resume to 8 under torchrun; equals one process."""
+    cfg = dict(steps=8, batch_size=32, lr=1e-2, warmup_steps=2, ckpt_every=3, log_every=1, seed=5, device="cpu")
+    args = {"out_dir": str(tmp_path / "run"), "cfg": cfg, "dropout": 0.0, "params_out": str(tmp_path / "ddp.pt")}
+    first = launch(dict(args, kill_at=4))
+    assert first.returncode != 0 and "received SIGTERM: stopped after step 4/8" in first.stderr, first.stderr[-3000:]
+    assert [s for s, _ in find_checkpoints(tmp_path / "run")] == [3, 4]
+    assert len(load_checkpoint(tmp_path / "run" / "ckpt-4.pt")["rng"]) == 2  # one RNG state per rank
+    second = launch(dict(args, resume=True))
+    assert second.returncode == 0, second.stderr[-3000:]
+    ddp = torch.load(tmp_path / "ddp.pt")
+    model, _ = tf.train(TrainConfig(**cfg), dropout=0.0)
+    for k, ref in tf.params(model).items():
+        rel = ((ddp[k] - ref).abs().max() / ref.abs().max()).item()
+        assert rel <= 1e-6, f"{k}: relative difference {rel:.2e}"

@@ -270,6 +270,8 @@ def test_bad_trainer_input(tmp_path):
     with pytest.raises(ValueError, match="at least batch_size=32"):
         Trainer(model, TrainConfig(**BASE), data, tf.loss_fn)
     Trainer(model, TrainConfig(**dict(BASE, drop_last=False)), data, tf.loss_fn)  # allowed without drop_last
+    with pytest.raises(ValueError, match="at least world_size \\* grad_accum = 4"):
+        Trainer(model, TrainConfig(**dict(BASE, drop_last=False, grad_accum=4)), tf.make_data(3), tf.loss_fn)
     with pytest.raises(ValueError, match="nn.Module"):
         Trainer(lambda x: x, TrainConfig(**BASE), tf.make_data(), tf.loss_fn)
     with pytest.raises(ValueError, match="TrainConfig"):

@@ -132,10 +132,11 @@ class Trainer:
                 f"TrainConfig.batch_size (the global batch): expected a multiple of world_size * grad_accum = "
                 f"{world} * {cfg.grad_accum}, got {cfg.batch_size}"
             )
-        if n == 0 or (cfg.drop_last and n < cfg.batch_size):
+        need = cfg.batch_size if cfg.drop_last else world * cfg.grad_accum
+        if n < need:
+            what = f"batch_size={cfg.batch_size}" if cfg.drop_last else f"world_size * grad_accum = {need}"
             raise ValueError(
-                f"Trainer: expected a train_set of at least batch_size={cfg.batch_size} samples "
-                f"(drop_last={cfg.drop_last}), got {n}"
+                f"Trainer: expected a train_set of at least {what} samples (drop_last={cfg.drop_last}), got {n}"
             )
 
         self.raw_model = model.to(self.device)
