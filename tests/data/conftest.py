@@ -23,6 +23,12 @@ def shared_data_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
+@pytest.fixture(autouse=True)
+def _no_mirror(monkeypatch):
+    """Tests decide themselves whether a mirror is configured."""
+    monkeypatch.delenv("PAPERZOO_MIRROR", raising=False)
+
+
 @pytest.fixture
 def shared(monkeypatch, tmp_path_factory) -> Path:
     """The shared data folder, exported as PAPERZOO_DATA; PAPERZOO_CACHE goes to a temp dir."""

@@ -107,6 +107,12 @@ def test_set_without_public_source_fails_clearly_but_mirrors_work(mirror, tmp_pa
     assert data.load_tiny_nerf(root=tmp_path).images.shape == (100, 100, 100, 3)
 
 
+def test_mirror_from_environment(mirror, tmp_path, monkeypatch):
+    monkeypatch.setenv("PAPERZOO_MIRROR", f"{mirror}/good")
+    assert data.fetch("wikitext-2-partial", root=tmp_path, progress=False) == tmp_path / "wikitext-2-partial"
+    assert all(ok for _, ok, _ in data.verify("wikitext-2-partial", root=tmp_path))
+
+
 def test_unreachable_server(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -128,8 +128,9 @@ def fetch(name: str, root: str | os.PathLike | None = None, progress: bool = Tru
           urls: Mapping[str, str] | None = None, timeout: float = 60.0) -> Path:
     """Download the missing or bad files of ``name`` into ``<root>/<name>`` and return that folder.
 
-    ``base_url`` points at a mirror of the reference layout (``<base_url>/<name>/<relpath>``), which is
-    also how sets without a public byte-identical source can be fetched; ``urls`` overrides single files
+    ``base_url`` (default ``$PAPERZOO_MIRROR``) points at a mirror of the reference layout
+    (``<base_url>/<name>/<relpath>``), which is also how sets without a public byte-identical source can
+    be fetched; the checksums apply to mirrors as well. ``urls`` overrides single files
     (``{relpath: url}``). Files already present with a good checksum are kept. Raises
     :class:`DownloadError` before downloading anything when a required file has no source.
     """
@@ -138,6 +139,8 @@ def fetch(name: str, root: str | os.PathLike | None = None, progress: bool = Tru
         unknown = sorted(set(urls) - set(info.files))
         if unknown:
             raise ValueError(f"urls has files not in {name!r}: {unknown}; valid: {sorted(info.files)}")
+    if base_url is None:
+        base_url = os.environ.get("PAPERZOO_MIRROR") or None
     d = _root(root) / name
     todo = []
     for rel, f in info.files.items():
@@ -150,7 +153,8 @@ def fetch(name: str, root: str | os.PathLike | None = None, progress: bool = Tru
         raise DownloadError(
             f"data set {name!r} has no public byte-identical download for {len(no_source)} file(s) "
             f"({', '.join(no_source[:3])}{', ...' if len(no_source) > 3 else ''}): {'; '.join(notes)}. "
-            f"Fetch it from a mirror of the reference layout (fetch(name, base_url=...)) or set PAPERZOO_DATA "
+            f"Fetch it from a mirror of the reference layout (set PAPERZOO_MIRROR=<url> or fetch(name, base_url=...)) "
+            f"or set PAPERZOO_DATA "
             f"to a folder that holds {name}/.")
     for rel, f, url in todo:
         if url is None:

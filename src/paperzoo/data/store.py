@@ -112,7 +112,8 @@ def not_found_message(name: str, root: str | os.PathLike | None = None, reason: 
                 f"or set PAPERZOO_DATA to a folder that holds {name}/.")
     else:
         msg += (f" It has no public byte-identical download (built from {info.homepage}); "
-                f"set PAPERZOO_DATA to a folder that holds a copy of {name}/ (e.g. the project's shared data).")
+                f"set PAPERZOO_DATA to a folder that holds a copy of {name}/ (e.g. the project's shared data), "
+                f"or set PAPERZOO_MIRROR to a mirror of that layout and run `paperzoo data fetch {name}`.")
     return msg
 
 
