@@ -389,3 +389,32 @@ def test_bad_offsets_and_lengths():
         ALiBi(4)(3, -1)
     with pytest.raises(ValueError):
         T5RelativePositionBias(4)(2.5, 3)
+
+
+# ---------------------------------------------------------------------------------------- cross-check with Hugging Face
+
+
+def test_agrees_with_hugging_face_implementations():
+    """HF's T5 buckets, Perceiver Fourier features (DeepMind's ordering) and Llama's half-split RoPE."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+    from transformers.models.perceiver.modeling_perceiver import build_linear_positions, generate_fourier_features
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    rel = torch.arange(-300, 301)[None, :]
+    for bidirectional in (True, False):
+        ours = T5RelativePositionBias.relative_position_bucket(rel, bidirectional, 32, 128)
+        assert torch.equal(ours, T5Attention._relative_position_bucket(rel, bidirectional, 32, 128))
+
+    shape, k = (5, 7), 6
+    pos = build_linear_positions(shape).reshape(1, -1, 2)
+    theirs = generate_fourier_features(pos, k, max_resolution=shape)
+    torch.testing.assert_close(fourier_position_grid(shape, k), theirs[0])
+
+    cfg = LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=64)
+    q, k = torch.randn(2, 4, 9, 16), torch.randn(2, 4, 9, 16)
+    cos, sin = LlamaRotaryEmbedding(cfg)(q, torch.arange(20, 29)[None].expand(2, -1))
+    hf_q, hf_k = apply_rotary_pos_emb(q, k, cos, sin)
+    our_q, our_k = RotaryEmbedding(16, base=cfg.rope_parameters["rope_theta"])(q, k, offset=20)
+    torch.testing.assert_close(our_q, hf_q, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(our_k, hf_k, atol=1e-5, rtol=1e-5)
