@@ -44,6 +44,7 @@ def test_sinusoid_module_offsets_and_growth():
     assert torch.equal(pe(30, offset=60), ref[60:90])  # beyond max_len: grows
     assert torch.equal(pe(4, offset=2), ref[2:6])
     assert pe.state_dict() == {}  # fixed, not a parameter or a persistent buffer
+    assert pe.half()(3, offset=200).dtype == torch.float16  # growth keeps a dtype conversion
 
 
 def test_sinusoid_layouts_hold_the_same_features():
@@ -300,6 +301,8 @@ def test_t5_bias_shape_offset_and_sharing():
     (t5(5, 7).sum() + t5(5, 7).pow(2).sum()).backward()
     assert sum(p.numel() for p in t5.parameters()) == 32 * 3
     assert table.grad is not None and table.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="integer tensor"):
+        T5RelativePositionBias.relative_position_bucket(torch.tensor([1.5]))
     for kwargs in (dict(num_heads=0), dict(num_heads=2, num_buckets=2), dict(num_heads=2, max_distance=4)):
         with pytest.raises(ValueError):
             T5RelativePositionBias(**kwargs)

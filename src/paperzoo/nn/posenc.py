@@ -87,7 +87,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         end = offset + seq_len
         if end > self.table.shape[0]:
             n = max(end, 2 * self.table.shape[0])
-            self.table = sinusoidal_table(n, self.dim, self.base, self.interleaved, device=self.table.device)
+            table = sinusoidal_table(n, self.dim, self.base, self.interleaved, device=self.table.device)
+            self.table = table.to(self.table.dtype)  # keep a .half()/.to(dtype) conversion
         return self.table[offset:end]
 
 
@@ -124,7 +125,8 @@ class T5RelativePositionBias(nn.Module):
 
     ``forward(q_len, k_len, offset=0) -> (num_heads, q_len, k_len)`` float bias to add to the attention logits; query
     ``i`` sits at position ``offset + i``, key ``j`` at ``j``. T5 computes the table once, in the first layer of a
-    stack, and **shares this one module across all layers** (create one instance, pass its output to every layer).
+    stack, and **shares this one module across all layers** (create one instance, pass its output to every layer;
+    an encoder-decoder has one for the encoder and a causal one for the decoder).
     T5 attention also uses **no 1/sqrt(d) scaling** (it is folded into the initialisation): call attention with
     ``scale=1.0`` to reproduce T5. The table is ``relative_attention_bias`` (an ``nn.Embedding(num_buckets, heads)``),
     named as in Hugging Face's T5.
@@ -154,6 +156,8 @@ class T5RelativePositionBias(nn.Module):
         clipped to ``N - 1``. The log is taken in float32, as in T5's code, so released checkpoints see the same
         buckets.
         """
+        if not isinstance(relative_position, Tensor) or relative_position.is_floating_point():
+            raise ValueError(f"relative_position must be an integer tensor, got {type(relative_position).__name__}")
         rel = relative_position.long()
         if bidirectional:
             num_buckets //= 2
