@@ -61,6 +61,23 @@ def test_cifar10_full_decode_and_cache(shared, tmp_path):
     assert time.perf_counter() - t < 5.0 and torch.equal(again.images, data.load_cifar10("test", cache=tmp_path).images)
 
 
+def test_cifar_cache_is_keyed_by_source_and_unwritable_cache_only_warns(shared, tmp_path, monkeypatch):
+    from paperzoo.data import cifar
+
+    def tiny(path, split):
+        return (torch.zeros(2, 3, 32, 32, dtype=torch.uint8).numpy(), torch.tensor([0, 9]).numpy())
+
+    monkeypatch.setattr(cifar, "decode_cifar_tar", tiny)
+    ds = data.load_cifar10("test", cache=tmp_path)
+    assert ds.labels.tolist() == [0, 9]
+    key = data.sha256_file(shared / "cifar10-jpeg" / TAR_NAME)
+    assert (tmp_path / "cifar10-jpeg" / key / "test_images.npy").is_file()
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.warns(UserWarning, match="could not cache"):
+        assert len(data.load_cifar10("train", cache=blocker)) == 2
+
+
 @pytest.mark.parametrize("split,n,indices", [("train", 2700, range(5, 50)), ("test", 300, range(5))])
 def test_fsdd(shared, split, n, indices):
     ds = data.load_fsdd(split)

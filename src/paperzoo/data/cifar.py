@@ -12,6 +12,7 @@ import io
 import os
 import tarfile
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -86,7 +87,10 @@ def load_cifar10(split: str = "train", root: str | os.PathLike | None = None,
         images, labels = np.load(img_path), np.load(lab_path)
     else:
         images, labels = decode_cifar_tar(tar, split)
-        folder.mkdir(parents=True, exist_ok=True)
-        _save_atomic(lab_path, labels)
-        _save_atomic(img_path, images)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            _save_atomic(lab_path, labels)
+            _save_atomic(img_path, images)
+        except OSError as e:  # a read-only cache only costs speed
+            warnings.warn(f"could not cache decoded CIFAR-10 under {folder}: {e}; set PAPERZOO_CACHE", stacklevel=2)
     return ImageDataset(torch.from_numpy(images), torch.from_numpy(labels), CLASSES)
