@@ -297,7 +297,8 @@ class ALiBi(nn.Module):
     keys at ``j``, added to the (scaled) attention logits. ``causal=True`` gives the paper's form: its future entries
     (``j > i``) are positive and **must be removed by a causal mask**; on the allowed entries it equals the paper's
     code, which adds ``m_h * j`` (a per-row constant apart). ``causal=False`` gives the symmetric
-    ``-m_h * |i - j|`` used by bidirectional encoders. Slopes from :func:`alibi_slopes`.
+    ``-m_h * |i - j|``, the usual adaptation for bidirectional encoders (not in the paper, which is causal only).
+    Slopes from :func:`alibi_slopes`.
     """
 
     def __init__(self, num_heads: int, causal: bool = True):
