@@ -303,3 +303,16 @@ def test_sigint_in_process_saves_and_restores_handlers(tmp_path):
     assert ex.value.code == 128 + signal.SIGINT
     assert [s for s, _ in find_checkpoints(tmp_path)] == [3]  # finished step 3, then saved
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_global_batch_must_divide_by_world_size(monkeypatch):
+    from paperzoo.train import distributed, trainer
+
+    monkeypatch.setattr(trainer.distributed, "setup", lambda spec: (distributed.DistInfo(0, 3), torch.device("cpu")))
+    with pytest.raises(ValueError, match="multiple of world_size \\* grad_accum = 3 \\* 1, got 32"):
+        Trainer(tf.MLP(), TrainConfig(**BASE), tf.make_data(), tf.loss_fn)
+
+
+def test_bf16_autocast_runs():
+    model, result = tf.train(TrainConfig(**dict(BASE, steps=2, precision="bf16")))
+    assert result["step"] == 2 and math.isfinite(result["loss"]) and model.inp.weight.dtype == torch.float32

@@ -23,6 +23,11 @@ def _clean(v):
     return v
 
 
+def say(msg: str) -> None:
+    """Print a message for the user on stderr."""
+    print(msg, file=sys.stderr, flush=True)
+
+
 class MetricsLog:
     """Appends JSON lines to ``path`` (or does nothing when ``path`` is None)."""
 
@@ -83,10 +88,11 @@ class ProgressDisplay:
                                                       if isinstance(v, float) and k != "time"))
 
     def say(self, msg: str) -> None:
+        """A message for the user: above the bar, or on stderr."""
         if self.bar is not None:
             self.bar.console.print(msg)
         else:
-            print(msg, file=sys.stderr, flush=True)
+            say(msg)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -37,6 +37,7 @@ from .batches import BatchOrder, fetch, to_device
 from .checkpoint import find_checkpoints, load_latest, remove_stale_temp_files, save_checkpoint
 from .config import TrainConfig
 from .metrics import MetricsLog, ProgressDisplay
+from .metrics import say as metrics_say
 from .optim import build_optimizer, build_scheduler
 from .rng import get_rng_state, set_rng_state
 
@@ -251,8 +252,7 @@ class Trainer:
         order = BatchOrder(len(self.train_set), cfg.batch_size, cfg.seed, cfg.drop_last, min_batch)
         log = MetricsLog(self.out_dir / "metrics.jsonl" if (main and self.out_dir is not None) else None)
         elapsed_before, resumed_from, last_loss, last_eval = 0.0, None, float("nan"), {}
-        display = ProgressDisplay(self.progress and main, cfg.steps, 0)
-        say = display.say if main else (lambda msg: None)
+        say = metrics_say if main else (lambda msg: None)
         if self.out_dir is not None and main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             remove_stale_temp_files(self.out_dir)
@@ -274,6 +274,8 @@ class Trainer:
         elif main:
             log.truncate_after(-1)
 
+        display = ProgressDisplay(self.progress and main, cfg.steps, self.step)
+        say = display.say if main else say
         self._signal, self._stop = None, False
         old_handlers = self._install_handlers()
         self.model.train()
@@ -281,7 +283,6 @@ class Trainer:
         start_step = self.step
         win_t, win_steps, win_loss, win_metrics = t_start, 0, 0.0, {}
         evaluated_at = saved_at = self.step if resumed_from is not None else -1
-        display.step(self.step, last_loss, 0.0)
         try:
             while self.step < cfg.steps:
                 loss_val, lr, metrics, grad_norm = self._train_step(order)
