@@ -2,6 +2,8 @@
 PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+# The shared read-only data beside the checkout, unless PAPERZOO_DATA says otherwise.
+export PAPERZOO_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(HOME)/.cache/paperzoo)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -13,6 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)
 
 demo: $(STAMP)
+	$(VENV)/bin/paperzoo data fetch fashion-mnist
 	$(VENV)/bin/paperzoo reproduce fashion-cnn
 
 test: $(STAMP)

@@ -76,7 +76,10 @@ def reproduce(
     if resume and out is None:
         _fail("--resume needs --out DIR: the run folder to continue")
     run = registry.resolve(_recipe_target(name))
-    run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume)
+    try:
+        run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume)
+    except (FileNotFoundError, ValueError) as e:  # missing data, bad preset: one clear line, no traceback
+        _fail(str(e))
     console.print(f"report: {Path(run_dir) / 'report.md'}")
 
 
@@ -134,7 +137,10 @@ def data_fetch(name: str = typer.Argument(..., help="Data set to download.")) ->
 
     if name not in data.DATASETS:
         _fail(f"unknown data set {name!r}; valid names: {', '.join(sorted(data.DATASETS))}")
-    path = data.fetch(name)
+    try:
+        path = data.fetch(name)
+    except data.DownloadError as e:
+        _fail(str(e))
     console.print(f"{name}: {path}")
 
 

@@ -1,0 +1,39 @@
+"""The foundation recipe: the model validates input, training on real Fashion-MNIST learns, the report is written."""
+
+import json
+
+import pytest
+import torch
+
+from paperzoo.papers.fashion_cnn import recipe
+from paperzoo.papers.fashion_cnn.model import SmallCNN
+from paperzoo.train import TrainConfig
+
+
+def test_model_rejects_wrong_shape_and_dtype():
+    model = SmallCNN()
+    with pytest.raises(ValueError, match=r"\(batch, 1, 28, 28\)"):
+        model(torch.zeros(2, 3, 28, 28))
+    with pytest.raises(ValueError, match="float"):
+        model(torch.zeros(2, 1, 28, 28, dtype=torch.uint8))
+
+
+def test_tiny_run_learns_and_reports(tmp_path, monkeypatch):
+    monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
+    tiny = recipe.Preset(seeds=2, subset=1024, train=TrainConfig(steps=24, batch_size=64, lr=2e-3, warmup_steps=2,
+                                                                 eval_every=0, ckpt_every=12, log_every=4))
+    monkeypatch.setitem(recipe.PRESETS, "tiny", tiny)
+    run_dir = recipe.run(preset="tiny", out=tmp_path / "run")
+    losses = [json.loads(line)["loss"] for line in (run_dir / "seed-0" / "metrics.jsonl").read_text().splitlines()
+              if json.loads(line)["event"] == "train"]
+    assert losses[-1] < 0.6 * losses[0], f"loss did not fall by 40%: {losses}"
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["measurements"]["test_accuracy"]["mean"] > 0.6  # 10 classes: chance is 0.1
+    assert result["verdict"] in ("reproduced", "not reproduced", "inconclusive")
+    assert (run_dir / "report.md").read_text().startswith("# fashion-cnn")
+    assert (run_dir / "loss.png").is_file()
+
+
+def test_unknown_preset_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="valid: small, tiny"):
+        recipe.run(preset="huge", out=tmp_path)
