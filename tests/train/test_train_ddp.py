@@ -1,7 +1,6 @@
 """DDP: two gloo processes (launched like torchrun: env:// rendezvous) equal one process on the same global batch."""
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -28,8 +27,8 @@ def test_ddp_two_gloo_processes_match_single(tmp_path):
     port = free_port()
     procs = []
     for rank in range(2):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        env = tf.script_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, str(HERE / "train_fixtures.py"), json.dumps(args)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
@@ -61,7 +60,7 @@ def launch(args: dict, nproc: int = 2, timeout: int = 300) -> subprocess.Complet
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_addr",
            "127.0.0.1", "--master_port", str(free_port()), str(HERE / "train_fixtures.py"), json.dumps(args)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+                          env=tf.script_env(OMP_NUM_THREADS="1"))
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ CFG = dict(steps=2 * N, batch_size=16, lr=1e-2, warmup_steps=2, grad_accum=2, ck
 
 def run_script(args: dict) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(HERE / "train_fixtures.py"), json.dumps(args)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, env=tf.script_env())
 
 
 def assert_same_params(a: dict, b: dict) -> None:

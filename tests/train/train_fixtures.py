@@ -13,11 +13,13 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
 
+import paperzoo
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 
 CRASH_CODE = 17
@@ -70,6 +72,13 @@ def train(cfg: TrainConfig, out_dir=None, resume=False, dropout=0.2, kill_at=Non
 
     trainer = Trainer(model, cfg, make_data(n), killing_loss, eval_fn=eval_fn, out_dir=out_dir, progress=False)
     return model, trainer.fit(resume=resume)
+
+
+def script_env(**extra: str) -> dict[str, str]:
+    """Environment for running this file as a script: paperzoo importable even without an install."""
+    src = str(Path(paperzoo.__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def _crash_saves_at(k: int) -> None:
