@@ -11,6 +11,8 @@ data order; checkpoints carry model, optimizer, scheduler, data position and eve
 ``fit(resume=True)`` continues bit-exactly on CPU. SIGINT/SIGTERM during ``fit`` finish the current step,
 save a checkpoint and exit with ``SystemExit(128 + signum)``.
 
+Data parallel: launch the same script with ``torchrun --nproc_per_node K script.py``; each rank then builds
+the same model (same seed) and Trainer, which joins the process group and wraps the model in DDP.
 Under DDP, ``loss_fn`` receives the DDP wrapper (call ``model(...)``, not submodules, so gradients are
 synchronised; ``unwrap(model)`` gives the bare module); ``eval_fn`` receives the bare module and runs on
 rank 0 only. Only rank 0 writes checkpoints, ``metrics.jsonl`` and progress.
@@ -82,6 +84,20 @@ def _unpack_loss(out, step: int) -> tuple[torch.Tensor, dict[str, float]]:
     return out, {str(k): _metric_value(str(k), v, "loss_fn") for k, v in metrics.items()}
 
 
+def _check_sizes(cfg: TrainConfig, world: int, n: int) -> None:
+    if cfg.batch_size % (world * cfg.grad_accum):
+        raise ValueError(
+            f"TrainConfig.batch_size (the global batch): expected a multiple of world_size * grad_accum = "
+            f"{world} * {cfg.grad_accum}, got {cfg.batch_size}"
+        )
+    need = cfg.batch_size if cfg.drop_last else world * cfg.grad_accum
+    if n < need:
+        what = f"batch_size={cfg.batch_size}" if cfg.drop_last else f"world_size * grad_accum = {need}"
+        raise ValueError(
+            f"Trainer: expected a train_set of at least {what} samples (drop_last={cfg.drop_last}), got {n}"
+        )
+
+
 class Trainer:
     """Trains ``model`` on ``train_set`` with ``loss_fn(model, batch) -> loss | (loss, metrics)``.
 
@@ -127,18 +143,11 @@ class Trainer:
         self.progress = progress
         n = len(train_set)
         self.dist, self.device = distributed.setup(cfg.device)
-        world = self.dist.world_size
-        if cfg.batch_size % (world * cfg.grad_accum):
-            raise ValueError(
-                f"TrainConfig.batch_size (the global batch): expected a multiple of world_size * grad_accum = "
-                f"{world} * {cfg.grad_accum}, got {cfg.batch_size}"
-            )
-        need = cfg.batch_size if cfg.drop_last else world * cfg.grad_accum
-        if n < need:
-            what = f"batch_size={cfg.batch_size}" if cfg.drop_last else f"world_size * grad_accum = {need}"
-            raise ValueError(
-                f"Trainer: expected a train_set of at least {what} samples (drop_last={cfg.drop_last}), got {n}"
-            )
+        try:
+            _check_sizes(cfg, self.dist.world_size, n)
+        except ValueError:
+            distributed.teardown(self.dist)
+            raise
 
         self.raw_model = model.to(self.device)
         if optimizer is None:
