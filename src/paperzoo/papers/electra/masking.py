@@ -1,0 +1,121 @@
+"""Dynamic masking exactly as ELECTRA's official ``pretrain_helpers.mask`` (Clark et al. 2020, sec. 2).
+
+Per sequence ``i`` with ``n_i`` non-pad tokens (``[CLS]``/``[SEP]`` included, as the official ``input_mask``)::
+
+    k_i = clip(round(n_i * p), 1, max_predictions)        # round half to even, in float32 as TF does
+
+``k_i`` positions are drawn uniformly among the *candidates* (non-pad tokens that are not special: ``[CLS]``,
+``[SEP]``, ``[MASK]``, ``[PAD]`` are never masked). Of the chosen positions, each becomes ``[MASK]`` with
+probability ``mask_token_prob`` (0.85) and keeps its original token otherwise (0.15). There is no random-token
+replacement (BERT's 10%): in ELECTRA the generator supplies the replacements.
+
+``replacement=False`` (default) draws the ``k_i`` positions without replacement, so exactly ``k_i`` positions
+are masked. ``replacement=True`` follows the official code and the paper's ``m_i ~ unif{1, n}``
+(``tf.random.categorical`` draws with replacement): a position drawn twice is masked once, becomes ``[MASK]`` if
+any of its draws says so (the official ``scatter_update`` sends "keep" draws to the never-updated position 0),
+and weighs twice in the MLM loss (``counts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["MaskedBatch", "mask_tokens", "default_max_predictions", "num_to_predict"]
+
+
+@dataclass
+class MaskedBatch:
+    """The result of :func:`mask_tokens`; all tensors are (batch, seq).
+
+    ``input_ids``: the generator's input (``[MASK]`` at 85% of the chosen positions); ``original_ids``: the
+    uncorrupted ids; ``is_masked`` (bool): chosen positions; ``counts`` (int64): how many draws chose each position
+    (the MLM loss weight; 0 or 1 without replacement); ``attention_mask`` (int64): 1 = token, 0 = padding.
+    """
+
+    input_ids: torch.Tensor
+    original_ids: torch.Tensor
+    is_masked: torch.Tensor
+    counts: torch.Tensor
+    attention_mask: torch.Tensor
+
+    @property
+    def num_masked(self) -> int:
+        return int(self.is_masked.sum())
+
+
+def default_max_predictions(seq_len: int, mask_prob: float = 0.15) -> int:
+    """The official default ``max_predictions_per_seq = int((mask_prob + 0.005) * max_seq_length)`` (19 for 128)."""
+    return max(1, int((mask_prob + 0.005) * seq_len))
+
+
+def num_to_predict(lengths: torch.Tensor, mask_prob: float, max_predictions: int) -> torch.Tensor:
+    """``clip(round(n * p), 1, max_predictions)`` per row of ``lengths`` (batch,), computed in float32 like TF."""
+    p = torch.tensor(mask_prob, dtype=torch.float32, device=lengths.device)
+    k = torch.round(lengths.to(torch.float32) * p).to(torch.int64)
+    return k.clamp(min=1, max=max_predictions)
+
+
+def _rand(shape: tuple[int, int], generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
+    if generator is None or generator.device == device:
+        return torch.rand(shape, generator=generator, device=device)
+    return torch.rand(shape, generator=generator).to(device)
+
+
+def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, mask_token_id: int,
+                special_ids: Sequence[int], mask_prob: float = 0.15, max_predictions: int | None = None,
+                mask_token_prob: float = 0.85, replacement: bool = False,
+                generator: torch.Generator | None = None) -> MaskedBatch:
+    """Choose positions to mask and build the generator's input; see the module docstring for the rule.
+
+    Args:
+        input_ids: (batch, seq) integer ids. attention_mask: (batch, seq), 1 = token, 0 = padding (None: all 1).
+        mask_token_id: id of ``[MASK]``. special_ids: ids never masked (``[CLS]``, ``[SEP]``, ``[MASK]``, ``[PAD]``).
+        mask_prob: fraction p of the non-pad tokens to choose. max_predictions: cap on ``k`` (default
+            :func:`default_max_predictions` of seq). mask_token_prob: chance a chosen position becomes ``[MASK]``.
+        replacement: draw positions with replacement (the official code) instead of without.
+        generator: RNG for the draws (default the global torch RNG, so training state checkpoints cover it).
+    """
+    if input_ids.ndim != 2 or input_ids.is_floating_point():
+        raise ValueError(f"input_ids must be an integer (batch, seq) tensor, got {input_ids.dtype} "
+                         f"of shape {tuple(input_ids.shape)}")
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids, dtype=torch.long)
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(f"attention_mask must have shape {tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}")
+    if not 0.0 < mask_prob <= 1.0:
+        raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
+    if not 0.0 <= mask_token_prob <= 1.0:
+        raise ValueError(f"mask_token_prob must be in [0, 1], got {mask_token_prob}")
+    b, n = input_ids.shape
+    cap = default_max_predictions(n, mask_prob) if max_predictions is None else int(max_predictions)
+    if cap < 1:
+        raise ValueError(f"max_predictions must be >= 1, got {max_predictions}")
+    cap = min(cap, n)
+    dev = input_ids.device
+    keep = attention_mask.to(torch.bool)
+    cand = keep.clone()
+    for s in set(int(i) for i in special_ids) | {int(mask_token_id)}:
+        cand &= input_ids != s
+    k = num_to_predict(keep.sum(1), mask_prob, cap)  # (batch,)
+    slot_valid = torch.arange(cap, device=dev)[None, :] < k[:, None]  # (batch, cap): the first k slots are used
+    if replacement:
+        probs = cand.to(torch.float32)
+        has = probs.sum(1) > 0
+        probs[~has] = 1.0  # rows without candidates: draws are discarded below
+        pos = torch.multinomial(probs, cap, replacement=True, generator=generator)  # (batch, cap)
+        slot_valid &= has[:, None]
+    else:
+        scores = torch.where(cand, _rand((b, n), generator, dev), torch.full((b, n), -1.0, device=dev))
+        top = scores.topk(cap, dim=1)  # a uniformly random ordering of the candidates (then non-candidates)
+        pos = top.indices
+        slot_valid &= top.values >= 0  # fewer candidates than k: mask them all
+    w = slot_valid.to(torch.int64)
+    counts = torch.zeros(b, n, dtype=torch.int64, device=dev).scatter_add_(1, pos, w)
+    to_mask_token = slot_valid & (_rand((b, cap), generator, dev) < mask_token_prob)
+    mask_hits = torch.zeros(b, n, dtype=torch.int64, device=dev).scatter_add_(1, pos, to_mask_token.to(torch.int64))
+    is_masked = counts > 0
+    masked_ids = torch.where(mask_hits > 0, torch.full_like(input_ids, mask_token_id), input_ids)
+    return MaskedBatch(masked_ids, input_ids, is_masked, counts, attention_mask.to(torch.long))

@@ -1,0 +1,301 @@
+"""ELECTRA's joint objective: MLM generator + replaced-token detection, and the paper's ablations (sec. 2, 3.2).
+
+One step (eq. 1-4 of the paper, the official ``PretrainingModel``)::
+
+    m = mask(x)                                     # masking.mask_tokens: 15%, 85% [MASK] / 15% kept
+    logits_G = G(x_masked)[m]                       # generator logits at the masked positions only, (M, vocab)
+    x_hat_i ~ argmax(logits_G / T + Gumbel)          # Gumbel-max sample, T = 1, no gradient through it
+    x_corrupt = x with x_hat at m
+    y_t = 1[t in m and x_corrupt_t != x_t]          # a correctly sampled token counts as original
+    L = L_MLM(G) + lambda * L_Disc(D),  lambda = 50, L_Disc averaged over all non-pad tokens
+
+Modes (the ablations of sec. 3.2 / Table 5, plus the BERT baseline):
+
+* ``"electra"``: the above.
+* ``"mlm"``: BERT-style masked LM only (the generator is the full-size model being trained; no discriminator).
+* ``"electra-15"``: the discriminator loss only over the masked positions.
+* ``"replace-mlm"``: the main model sees generator samples at the masked positions and predicts the originals
+  there (MLM head tied to its embeddings); the generator is trained jointly by MLM.
+* ``"all-tokens-mlm"``: as replace-mlm but predicting every non-pad token, with the paper's copy mechanism:
+  ``p(x_t) = D_t 1[x_t = x_corrupt_t] + (1 - D_t) p_MLM(x_t)``, ``D_t = sigmoid(w^T h_t)``.
+
+The discriminator may be any encoder whose ``forward(input_ids=, attention_mask=, token_type_ids=)`` returns an
+object with ``last_hidden_state`` (batch, seq, dim) (Funnel plugs its own in), or an :class:`ElectraDiscriminator`
+whose head is then reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .masking import MaskedBatch, mask_tokens
+from .model import MLMHead, RTDHead, init_weights
+
+__all__ = ["MODES", "ObjectiveConfig", "PretrainOutput", "ElectraPretrainer", "gumbel_sample", "binary_auc",
+           "pretrain_step_flops", "pretraining_metrics"]
+
+MODES = ("electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm")
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """Objective knobs (official defaults). Token ids default to :mod:`.tokenizer`'s order
+    (``[PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4``); ``special_ids`` are never masked."""
+
+    mode: str = "electra"
+    mask_prob: float = 0.15
+    max_predictions: int | None = None
+    mask_token_prob: float = 0.85
+    replacement: bool = False
+    gen_weight: float = 1.0
+    disc_weight: float = 50.0
+    temperature: float = 1.0
+    disallow_correct: bool = False
+    mask_token_id: int = 4
+    special_ids: tuple[int, ...] = (0, 2, 3, 4)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        object.__setattr__(self, "special_ids", tuple(int(i) for i in self.special_ids))
+
+
+@dataclass
+class PretrainOutput:
+    """``loss`` (scalar), its parts, and what the metrics need (all detached except ``loss``).
+
+    ``disc_logits``/``labels``/``weights`` (batch, seq): discriminator scores, 1 = replaced, and the positions the
+    discriminator loss covers (None in "mlm" mode); ``gen_correct``: per masked position, argmax == original.
+    """
+
+    loss: torch.Tensor
+    mlm_loss: torch.Tensor
+    disc_loss: torch.Tensor | None = None
+    disc_logits: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
+    gen_correct: torch.Tensor | None = None
+    masked: MaskedBatch | None = None
+    extra: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        """Per-step figures for the training log (see :func:`pretraining_metrics`)."""
+        return pretraining_metrics(self, auc=False)
+
+
+def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0, generator: torch.Generator | None = None,
+                  disallow: torch.Tensor | None = None) -> torch.Tensor:
+    """Gumbel-max sample of ``softmax(logits / T)`` per row: ``(n, vocab) -> (n,)`` int64, without gradient.
+
+    ``argmax(logits / T + g)``, ``g = -log(-log(u))``, ``u ~ U(0, 1)``, is an exact sample from the softmax.
+    ``disallow`` (n,) ids get -1000 added first (the official ``disallow_correct`` option).
+    """
+    if logits.ndim != 2:
+        raise ValueError(f"logits must be (n, vocab), got shape {tuple(logits.shape)}")
+    with torch.no_grad():
+        z = logits.detach().float() / temperature
+        if disallow is not None:
+            z = z.scatter_add(1, disallow[:, None], torch.full((len(z), 1), -1000.0, device=z.device))
+        if generator is not None and generator.device != z.device:
+            u = torch.rand(z.shape, generator=generator).to(z.device)
+        else:
+            u = torch.rand(z.shape, generator=generator, device=z.device)
+        g = -torch.log(-torch.log(u.clamp_min(1e-20)))
+        return (z + g).argmax(-1)
+
+
+def _weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x * w).sum() / (w.sum() + 1e-6)
+
+
+class ElectraPretrainer(nn.Module):
+    """The pretraining model: generator, discriminator body and the heads the mode needs.
+
+    Args:
+        generator: an :class:`ElectraGenerator` (in "mlm" mode the model being pretrained).
+        discriminator: an :class:`ElectraDiscriminator` (its head is reused) or any encoder module returning
+            ``last_hidden_state``; None in "mlm" mode.
+        cfg: :class:`ObjectiveConfig`.
+        dim: the discriminator's hidden size (default: read from its config).
+        activation: the RTD head's activation (default: the discriminator config's, else "gelu").
+        word_embeddings: the discriminator's word-embedding table, for the MLM head of "replace-mlm"/"all-tokens-mlm"
+            (default ``discriminator.embeddings.word`` or ``discriminator.body.embeddings.word``).
+
+    ``forward(input_ids (batch, seq), attention_mask, token_type_ids, masked=None, noise_generator=None)``
+    masks dynamically (global torch RNG) unless a :class:`MaskedBatch` is given, and returns :class:`PretrainOutput`.
+    """
+
+    def __init__(self, generator: nn.Module, discriminator: nn.Module | None, cfg: ObjectiveConfig = ObjectiveConfig(),
+                 dim: int | None = None, activation: str | None = None, word_embeddings: nn.Embedding | None = None):
+        super().__init__()
+        if not isinstance(cfg, ObjectiveConfig):
+            raise ValueError(f"cfg must be an ObjectiveConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.generator = generator
+        if cfg.mode == "mlm":
+            if discriminator is not None:
+                raise ValueError("mode 'mlm' trains the generator alone: pass discriminator=None")
+            self.discriminator = None
+            return
+        if discriminator is None:
+            raise ValueError(f"mode {cfg.mode!r} needs a discriminator encoder")
+        head = getattr(discriminator, "head", None)
+        body = getattr(discriminator, "body", None)
+        if isinstance(head, RTDHead) and body is not None:
+            self.discriminator, rtd = body, head
+        else:
+            self.discriminator, rtd = discriminator, None
+        tcfg = getattr(getattr(self.discriminator, "cfg", None), "transformer", None)
+        dim = dim or (tcfg.dim if tcfg is not None else None)
+        if dim is None:
+            raise ValueError("pass dim= (the discriminator's hidden size): it has no .cfg.transformer.dim")
+        activation = activation or (tcfg.activation if tcfg is not None else "gelu")
+        if cfg.mode in ("electra", "electra-15"):
+            self.rtd_head = rtd if rtd is not None else init_weights(RTDHead(dim, activation))
+        else:
+            if word_embeddings is None:
+                emb = getattr(self.discriminator, "embeddings", None)
+                word_embeddings = getattr(emb, "word", None)
+            if not isinstance(word_embeddings, nn.Embedding):
+                raise ValueError(f"mode {cfg.mode!r} ties an MLM head to the discriminator's word embeddings: "
+                                 "pass word_embeddings=nn.Embedding")
+            self.word_embeddings = word_embeddings
+            eps = tcfg.norm_eps if tcfg is not None else 1e-12
+            self.mlm_head = init_weights(MLMHead(dim, word_embeddings.embedding_dim, word_embeddings.num_embeddings,
+                                                 eps))
+            if cfg.mode == "all-tokens-mlm":
+                self.copy_head = init_weights(nn.Linear(dim, 1))
+
+    # ------------------------------------------------------------------ helpers
+    def encoder(self) -> nn.Module:
+        """The encoder that is fine-tuned afterwards: the discriminator body (the generator's in "mlm" mode)."""
+        return self.generator.body if self.discriminator is None else self.discriminator
+
+    def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+             generator: torch.Generator | None = None) -> MaskedBatch:
+        c = self.cfg
+        return mask_tokens(input_ids, attention_mask, c.mask_token_id, c.special_ids, c.mask_prob, c.max_predictions,
+                           c.mask_token_prob, c.replacement, generator)
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, masked: MaskedBatch | None = None,
+                noise_generator: torch.Generator | None = None) -> PretrainOutput:
+        c = self.cfg
+        if input_ids.ndim != 2:
+            raise ValueError(f"input_ids must be (batch, seq), got shape {tuple(input_ids.shape)}")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if masked is None:
+            masked = self.mask(input_ids, attention_mask)
+        pos = masked.is_masked
+        targets = input_ids[pos]  # (M,)
+        w_mlm = masked.counts[pos].to(torch.float32)
+        g = self.generator(masked.input_ids, attention_mask, token_type_ids, positions=pos)
+        nll = F.cross_entropy(g.logits.float(), targets, reduction="none")
+        mlm_loss = _weighted_mean(nll, w_mlm)
+        gen_correct = (g.logits.detach().argmax(-1) == targets)
+        if c.mode == "mlm":
+            return PretrainOutput(c.gen_weight * mlm_loss if c.gen_weight != 1.0 else mlm_loss, mlm_loss.detach(),
+                                  gen_correct=gen_correct, masked=masked)
+
+        # Gumbel-max sample at the masked positions; integer ids carry no gradient back to the generator
+        sampled = gumbel_sample(g.logits, c.temperature, noise_generator, targets if c.disallow_correct else None)
+        fake = input_ids.masked_scatter(pos, sampled.to(input_ids.dtype))
+        labels = (pos & (fake != input_ids))
+        h = self.discriminator(input_ids=fake, attention_mask=attention_mask,
+                               token_type_ids=token_type_ids).last_hidden_state
+        keep = attention_mask.to(torch.bool)
+        extra: dict[str, torch.Tensor] = {}
+        if c.mode in ("electra", "electra-15"):
+            logits = self.rtd_head(h).float()  # (batch, seq)
+            weights = (keep if c.mode == "electra" else pos).to(torch.float32)
+            bce = F.binary_cross_entropy_with_logits(logits, labels.to(torch.float32), reduction="none")
+            disc_loss = _weighted_mean(bce, weights)
+            loss = c.gen_weight * mlm_loss + c.disc_weight * disc_loss
+            return PretrainOutput(loss, mlm_loss.detach(), disc_loss.detach(), logits.detach(), labels, weights,
+                                  gen_correct, masked)
+        if c.mode == "replace-mlm":
+            lg = self.mlm_head(h[pos], self.word_embeddings.weight).float()
+            main = _weighted_mean(F.cross_entropy(lg, targets, reduction="none"), w_mlm)
+            extra["main_acc"] = (lg.detach().argmax(-1) == targets).float().mean()
+        else:  # all-tokens-mlm with the copy mechanism
+            hk = h[keep]
+            orig, seen = input_ids[keep], fake[keep]
+            logp = F.log_softmax(self.mlm_head(hk, self.word_embeddings.weight).float(), -1)
+            logp_orig = logp.gather(1, orig[:, None]).squeeze(1)
+            c_logit = self.copy_head(hk).squeeze(-1).float()
+            same = seen == orig
+            # log(D + (1 - D) p) where the input shows the original; log((1 - D) p) elsewhere
+            lp = torch.where(same, torch.logaddexp(F.logsigmoid(c_logit), F.logsigmoid(-c_logit) + logp_orig),
+                             F.logsigmoid(-c_logit) + logp_orig)
+            main = -lp.mean()
+            extra["main_acc"] = (logp.detach().argmax(-1) == orig).float().mean()
+        loss = c.gen_weight * mlm_loss + main
+        extra["main_loss"] = main.detach()
+        return PretrainOutput(loss, mlm_loss.detach(), None, None, labels, None, gen_correct, masked, extra)
+
+
+def binary_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
+    """ROC AUC = P(score of a positive > score of a negative) (ties count 1/2), by ranks; nan if one class is absent."""
+    s, y = scores.detach().flatten().double(), labels.detach().flatten().bool()
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    order = torch.argsort(s)
+    ss = s[order]
+    ranks = torch.empty_like(ss)
+    ranks[order] = torch.arange(1, len(s) + 1, dtype=torch.float64)
+    # average ranks over ties
+    uniq, inv, counts = torch.unique_consecutive(ss, return_inverse=True, return_counts=True)
+    first = torch.cumsum(counts, 0) - counts + 1
+    avg = (first + first + counts - 1).double() / 2
+    ranks[order] = avg[inv]
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def pretraining_metrics(out: PretrainOutput, auc: bool = True) -> dict[str, float]:
+    """Generator accuracy at masked positions; for the discriminator (over its loss positions): accuracy,
+    precision and recall of "replaced" (logit > 0), AUC, the replaced fraction and the all-original baseline's
+    accuracy (``1 - replaced fraction``)."""
+    m = {"mlm_loss": float(out.mlm_loss), "gen_acc": float(out.gen_correct.float().mean())
+         if out.gen_correct is not None and out.gen_correct.numel() else float("nan")}
+    for k, v in out.extra.items():
+        m[k] = float(v)
+    if out.disc_loss is not None:
+        m["disc_loss"] = float(out.disc_loss)
+    if out.disc_logits is None:
+        return m
+    sel = out.weights > 0
+    pred, y = out.disc_logits[sel] > 0, out.labels[sel]
+    tp = float((pred & y).sum())
+    m.update(disc_acc=float((pred == y).float().mean()),
+             disc_precision=tp / float(pred.sum()) if pred.any() else float("nan"),
+             disc_recall=tp / float(y.sum()) if y.any() else float("nan"),
+             replaced_frac=float(y.float().mean()), baseline_acc=1.0 - float(y.float().mean()))
+    if auc:
+        m["disc_auc"] = binary_auc(out.disc_logits[sel], y)
+    return m
+
+
+def pretrain_step_flops(model: ElectraPretrainer, batch: dict[str, torch.Tensor],
+                        counter: Callable | None = None) -> int:
+    """FLOPs of one pretraining step (forward + backward, no optimizer) on ``batch``, measured by
+    ``torch.utils.flop_counter`` (matmuls; elementwise ops count 0). The masking uses a fixed seed; grads are reset."""
+    if counter is None:
+        from paperzoo.bench import count_flops as counter
+    masked = model.mask(batch["input_ids"], batch.get("attention_mask"), torch.Generator().manual_seed(0))
+
+    def step():
+        model(**batch, masked=masked, noise_generator=torch.Generator().manual_seed(0)).loss.backward()
+
+    flops = counter(step)
+    model.zero_grad(set_to_none=True)
+    return flops
