@@ -119,6 +119,23 @@ class _AllToAll(torch.autograd.Function):
         return _AllToAll.apply(grad.contiguous(), ctx.group), None
 
 
+class _RowGather(torch.autograd.Function):
+    """``out[j] = src[index[j]]`` for an injective ``index`` into ``src`` (entries ``len(src)`` mean "none" and give
+    an arbitrary row, to be masked by the caller). The adjoint is the gather with the inverse map, zeroed where
+    ``grad_mask`` (float, (len(src), 1)) is 0. Dispatch and combine are mutually inverse, so both directions of both
+    are gathers: no scatter-add (slow on CPU, atomic on GPU) in forward or backward."""
+
+    @staticmethod
+    def forward(ctx, src, index, inverse, grad_mask):  # type: ignore[override]
+        ctx.save_for_backward(inverse, grad_mask)
+        return src.index_select(0, index.clamp(max=src.shape[0] - 1))
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        inverse, grad_mask = ctx.saved_tensors
+        return grad.index_select(0, inverse.clamp(max=grad.shape[0] - 1)).mul_(grad_mask), None, None, None
+
+
 def all_to_all(x: torch.Tensor, group=None) -> torch.Tensor:
     """Differentiable equal-split all-to-all along dim 0 (chunk j goes to rank j)."""
     return _AllToAll.apply(x, group)
@@ -245,12 +262,18 @@ class SwitchMoE(nn.Module):
         pos = onehot.cumsum(1).gather(2, idx_f[..., None]).squeeze(2) - 1  # (G, kTg) 0-based rank in the expert
         keep = pos < C if valid is None else (pos < C) & valid_f
         group_offset = torch.arange(G, device=x.device)[:, None] * C
-        slot = torch.where(keep, idx_f * (G * C) + group_offset + pos, E * G * C).reshape(-1)  # last row: trash
+        S = E * G * C  # slots; index S means "no slot" (dropped or padding) / "no token" (empty slot)
+        slot = torch.where(keep, idx_f * (G * C) + group_offset + pos, S).reshape(-1)  # (A,) per assignment
+        A = slot.shape[0]
+        inverse = torch.full((S + 1,), A, dtype=slot.dtype, device=x.device)
+        inverse[slot] = torch.arange(A, device=x.device)  # only the discarded row S sees duplicates
+        inverse = inverse[:S]
 
-        # Dispatch: (G k Tg, D) -> (E * G * C + 1, D); each real slot receives at most one token.
+        # Dispatch: (A = G k Tg, D) -> (S, D) as a gather; each real slot holds at most one token. Empty slots
+        # hold a copy of some token: the experts compute on it, the combine never reads it, its gradient is zero.
         src = xt if k == 1 else repeat(xt, "(g t) d -> (g k t) d", g=G, k=k)
-        buf = xt.new_zeros(E * G * C + 1, self.dim).index_add(0, slot, src)[:-1]
-        buf = rearrange(buf, "(e c) d -> e c d", e=E)  # (E, G * C, D)
+        keep_f = keep.reshape(-1, 1).to(x.dtype)
+        buf = rearrange(_RowGather.apply(src, inverse, slot, keep_f), "(e c) d -> e c d", e=E)  # (E, G * C, D)
         if self.group is None:
             out = self.experts(buf)
         else:
@@ -261,10 +284,9 @@ class SwitchMoE(nn.Module):
             out = all_to_all(rearrange(h, "e (w c) d -> (w e c) d", w=W), self.group)
         out = out.reshape(E * G * C, self.dim)
 
-        # Combine: gather each assignment's expert output (zero row for dropped/padding), scale by its gate.
-        out = torch.cat([out, out.new_zeros(1, self.dim)])
-        g = rearrange(gate, "(g t) k -> (g k t) 1", g=G).to(out.dtype)
-        y = out.index_select(0, slot) * g
+        # Combine: gather each assignment's expert output and scale it by gate * keep (exactly zero when dropped).
+        g = rearrange(gate, "(g t) k -> (g k t) 1", g=G).to(out.dtype) * keep_f.to(out.dtype)
+        y = _RowGather.apply(out, slot, inverse, (inverse < A).to(out.dtype)[:, None]) * g
         if k > 1:
             y = reduce(y, "(g k t) d -> (g t) d", "sum", g=G, k=k)
         keep = keep.reshape(-1)
