@@ -20,8 +20,8 @@ def test_model_rejects_wrong_shape_and_dtype():
 
 def test_tiny_run_learns_and_reports(tmp_path, monkeypatch):
     monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
-    tiny = recipe.Preset(seeds=2, subset=1024, train=TrainConfig(steps=24, batch_size=64, lr=2e-3, warmup_steps=2,
-                                                                 eval_every=0, ckpt_every=12, log_every=4))
+    train = TrainConfig(steps=16, batch_size=64, lr=3e-3, warmup_steps=2, eval_every=0, ckpt_every=8, log_every=4)
+    tiny = recipe.Preset(seeds=1, subset=1024, test_subset=1000, train=train)
     monkeypatch.setitem(recipe.PRESETS, "tiny", tiny)
     run_dir = recipe.run(preset="tiny", out=tmp_path / "run")
     losses = [json.loads(line)["loss"] for line in (run_dir / "seed-0" / "metrics.jsonl").read_text().splitlines()
