@@ -1,0 +1,159 @@
+"""Switch language model: a causal pre-norm transformer whose every other FFN is a Switch layer (Fedus et al. 2021).
+
+The dense baseline is the same model with ``num_experts=0``: every FFN is one ``dim -> ffn_dim -> dim`` MLP, the
+size of one expert, so FLOPs per token are identical up to the router's ``2 * dim * E`` per Switch layer.
+Training loss (paper sec. 2.2): ``lm_loss + balance_coef * sum_layers balance_loss + z_loss_coef * sum_layers z_loss``
+(the paper uses no z-loss; ST-MoE's is available). Architecture choices of this laptop-scale model (T5-like):
+RMSNorm, no biases, ReLU, rotary positions, tied input/output embeddings; every weight is initialised from a
+truncated normal with std ``sqrt(init_scale / fan_in)`` (paper sec. 2.4, s = 0.1), dense and Switch alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from paperzoo.nn.moe import SwitchMoE
+from paperzoo.nn.outputs import ModelOutput
+from paperzoo.nn.transformer import TransformerConfig, TransformerEncoder
+
+
+@dataclass(frozen=True)
+class SwitchLMConfig:
+    """A Switch (``num_experts > 0``) or dense (``num_experts = 0``) causal LM.
+
+    ``moe_every``: a Switch FFN in layers ``i`` with ``i % moe_every == moe_every - 1`` (2: every other, the
+    paper's choice). Capacity factors, jitter, expert dropout and init scale as in :class:`SwitchMoE`.
+    """
+
+    vocab_size: int = 8192
+    dim: int = 256
+    depth: int = 4
+    num_heads: int = 4
+    ffn_dim: int = 1024
+    max_len: int = 512
+    num_experts: int = 8
+    moe_every: int = 2
+    k: int = 1
+    capacity_factor: float = 1.25
+    eval_capacity_factor: float = 2.0
+    min_capacity: int = 4
+    jitter_eps: float = 0.01
+    expert_dropout: float = 0.0
+    dropout: float = 0.1
+    balance_coef: float = 0.01
+    z_loss_coef: float = 0.0
+    init_scale: float = 0.1
+    activation: str = "relu"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "dim", "depth", "num_heads", "ffn_dim", "max_len", "moe_every", "k"):
+            v = getattr(self, name)
+            if type(v) is not int or v < 1:
+                raise ValueError(f"SwitchLMConfig.{name} must be a positive int, got {v!r}")
+        if type(self.num_experts) is not int or self.num_experts < 0:
+            raise ValueError(f"SwitchLMConfig.num_experts must be an int >= 0 (0 = dense), got {self.num_experts!r}")
+        if self.dim % self.num_heads:
+            raise ValueError(f"SwitchLMConfig.dim ({self.dim}) must be divisible by num_heads ({self.num_heads})")
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> SwitchLMConfig:
+        """``tiny`` (tests, seconds on CPU) or ``small`` (the laptop reproduction); keyword overrides on top."""
+        if name not in PRESETS:
+            raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
+        return dataclasses.replace(PRESETS[name], **overrides)
+
+    def dense(self) -> SwitchLMConfig:
+        """The FLOP-matched dense baseline of this config."""
+        return dataclasses.replace(self, num_experts=0)
+
+    def is_switch_layer(self, i: int) -> bool:
+        return self.num_experts > 0 and i % self.moe_every == self.moe_every - 1
+
+
+PRESETS = {
+    "tiny": SwitchLMConfig(vocab_size=512, dim=64, depth=2, num_heads=2, ffn_dim=128, max_len=128, num_experts=4,
+                           dropout=0.0),
+    "small": SwitchLMConfig(vocab_size=8192, dim=256, depth=4, num_heads=4, ffn_dim=1024, max_len=256, num_experts=8,
+                            dropout=0.1),
+}
+
+
+@dataclass
+class SwitchLMOutput(ModelOutput):
+    """``logits`` (batch, seq, vocab); with labels: ``loss`` = ``lm_loss`` + ``aux_loss``; ``router``: one aux dict
+    per Switch layer (see :class:`paperzoo.nn.moe.MoEOutput`)."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    lm_loss: torch.Tensor | None = None
+    aux_loss: torch.Tensor | None = None
+    router: tuple[dict, ...] | None = None
+
+
+class SwitchLM(nn.Module):
+    """``forward(input_ids (batch, seq), labels=None)``; labels are the inputs (shifted inside, -100 ignored)."""
+
+    def __init__(self, cfg: SwitchLMConfig):
+        super().__init__()
+        self.cfg = cfg
+        tcfg = TransformerConfig(dim=cfg.dim, depth=cfg.depth, num_heads=cfg.num_heads, ffn_dim=cfg.ffn_dim,
+                                 activation=cfg.activation, norm="rmsnorm", prenorm=True, dropout=cfg.dropout,
+                                 bias=False, position="rotary", max_len=cfg.max_len, causal=True)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.encoder = TransformerEncoder(tcfg, make_ffn=self._make_ffn)
+        self.reset_parameters()
+
+    def _make_ffn(self, i: int) -> nn.Module | None:
+        cfg = self.cfg
+        if not cfg.is_switch_layer(i):
+            return None
+        return SwitchMoE(cfg.dim, cfg.ffn_dim, cfg.num_experts, k=cfg.k, capacity_factor=cfg.capacity_factor,
+                         eval_capacity_factor=cfg.eval_capacity_factor, min_capacity=cfg.min_capacity,
+                         jitter_eps=cfg.jitter_eps, expert_dropout=cfg.expert_dropout, activation=cfg.activation,
+                         init_scale=cfg.init_scale)
+
+    def reset_parameters(self) -> None:
+        s = self.cfg.init_scale
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                std = math.sqrt(s / m.in_features)
+                nn.init.trunc_normal_(m.weight, std=std, a=-2 * std, b=2 * std)
+            elif isinstance(m, SwitchMoE):
+                m.reset_parameters()
+        std = math.sqrt(s / self.cfg.dim)
+        nn.init.trunc_normal_(self.embed.weight, std=std, a=-2 * std, b=2 * std)
+
+    def num_parameters(self, per_token: bool = False) -> int:
+        """All parameters, or those one token uses (one expert per Switch layer, no other experts)."""
+        n = sum(p.numel() for p in self.parameters())
+        if per_token:
+            for m in self.modules():
+                if isinstance(m, SwitchMoE):
+                    n -= (m.w1.numel() + m.w2.numel()) * (m.num_local_experts - m.k) // m.num_local_experts
+        return n
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> SwitchLMOutput:
+        if input_ids.dim() != 2 or input_ids.dtype != torch.long:
+            raise ValueError(f"input_ids must be a (batch, seq) long tensor, got {tuple(input_ids.shape)} "
+                             f"{input_ids.dtype}")
+        if input_ids.shape[1] > self.cfg.max_len:
+            raise ValueError(f"sequence length must be <= max_len={self.cfg.max_len}, got {input_ids.shape[1]}")
+        out = self.encoder(self.embed(input_ids))
+        logits = F.linear(out.last_hidden_state, self.embed.weight)
+        router = tuple(a for a in (out.aux or ()) if a)
+        if labels is None:
+            return SwitchLMOutput(logits=logits, router=router or None)
+        if labels.shape != input_ids.shape:
+            raise ValueError(f"labels must have shape {tuple(input_ids.shape)}, got {tuple(labels.shape)}")
+        lm = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                             ignore_index=-100)
+        aux = logits.new_zeros(())
+        for a in router:
+            aux = aux + self.cfg.balance_coef * a["balance_loss"] + self.cfg.z_loss_coef * a["z_loss"]
+        return SwitchLMOutput(lm + aux, logits, lm, aux, router or None)
