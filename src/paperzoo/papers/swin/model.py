@@ -215,13 +215,17 @@ class WindowAttention(nn.Module):
         return rearrange(b, "(i j) h -> h i j", i=m * m)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        n = x.shape[-2]
-        m = math.isqrt(n)
-        q, k, v = rearrange(self.qkv(x), "b w n (t h d) -> t b w h n d", t=3, h=self.num_heads)
-        attn_mask = self.bias(m) if mask is None else mask[:, None] + self.bias(m)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask.to(q.dtype),
+        b, nw, n, _ = x.shape
+        # (B*nW, heads, N, d) strided views of one projection: 4-D inputs reach the fused SDPA kernels
+        q, k, v = rearrange(self.qkv(x), "b w n (t h d) -> t (b w) h n d", t=3, h=self.num_heads)
+        bias = self.bias(math.isqrt(n)).to(q.dtype)
+        if mask is None:
+            attn_mask = bias[None]
+        else:  # one mask per window, repeated over the batch: (B*nW, heads, N, N)
+            attn_mask = (mask[:, None] + bias).expand(b, -1, -1, -1, -1).reshape(b * nw, -1, n, n)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
                                            dropout_p=self.attn_drop if self.training else 0.0)
-        return self.proj(rearrange(o, "b w h n d -> b w n (h d)"))
+        return self.proj(rearrange(o, "(b w) h n d -> b w n (h d)", b=b))
 
 
 class SwinBlock(nn.Module):
@@ -243,11 +247,11 @@ class SwinBlock(nn.Module):
             return min(h, w), 0
         return self.window_size, self.shift
 
-    def forward(self, x: Tensor, masks: MaskCache) -> Tensor:
-        _, h, w, _ = x.shape
+    def attention(self, y: Tensor, masks: MaskCache) -> Tensor:
+        """(S)W-MSA on a normalised map ``(B, H, W, C)``: pad, cyclic shift, windows, attend, undo."""
+        _, h, w, _ = y.shape
         m, s = self.window_and_shift(h, w)
         hp, wp = math.ceil(h / m) * m, math.ceil(w / m) * m
-        y = self.norm1(x)
         if (hp, wp) != (h, w):
             y = F.pad(y, (0, 0, 0, wp - w, 0, hp - h))
         if s:
@@ -256,9 +260,10 @@ class SwinBlock(nn.Module):
         y = window_reverse(self.attn(window_partition(y, m), mask), m, hp, wp)
         if s:
             y = torch.roll(y, (s, s), (1, 2))
-        if (hp, wp) != (h, w):
-            y = y[:, :h, :w]
-        x = x + self.drop_path(self.drop(y))
+        return y[:, :h, :w] if (hp, wp) != (h, w) else y
+
+    def forward(self, x: Tensor, masks: MaskCache) -> Tensor:
+        x = x + self.drop_path(self.drop(self.attention(self.norm1(x), masks)))
         return x + self.drop_path(self.drop(self.mlp(self.norm2(x))))
 
 
