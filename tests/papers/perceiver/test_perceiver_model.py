@@ -189,3 +189,24 @@ def test_mlm_loss_with_subsampled_targets_and_validation():
         PerceiverConfig(scheme="rnn")
     with pytest.raises(ValueError, match="num_latents must be a positive int"):
         PerceiverConfig(num_latents=0)
+
+
+def test_decode_labelled_only_gives_the_same_loss_and_gradients():
+    torch.manual_seed(0)
+    cfg = PerceiverConfig.hf_mlm(max_len=32, byte_dim=24, num_latents=8, latent_dim=32, self_per_block=1)
+    m = Perceiver(cfg)
+    ids = torch.randint(0, 262, (3, 32))
+    labels = torch.full_like(ids, -100)
+    labels[0, [2, 9, 30]] = ids[0, [2, 9, 30]]
+    labels[2, [0, 5]] = ids[2, [0, 5]]  # sample 1 has no target at all
+    full = m(ids, labels=labels)
+    full.loss.backward()
+    g_full = m.encoder.latents.grad.clone()
+    m.zero_grad()
+    sparse = m(ids, labels=labels, decode_labelled_only=True)
+    sparse.loss.backward()
+    assert sparse.logits.shape == (3, 3, 262) and sparse.output_index.shape == (3, 3)
+    assert abs(full.loss.item() - sparse.loss.item()) < 1e-6
+    assert (g_full - m.encoder.latents.grad).abs().max() < 1e-6
+    assert torch.equal(sparse.output_index[0], torch.tensor([2, 9, 30]))
+    assert (full.logits[0, [2, 9, 30]] - sparse.logits[0]).abs().max() < 1e-5

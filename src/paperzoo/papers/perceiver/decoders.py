@@ -8,7 +8,9 @@ elements whatever N is::
 
 Queries are learned (one vector per output position, or a single one for classification), Fourier features of
 an output grid, or the input elements themselves. Passing ``output_index`` (O',) decodes only those output
-positions (subsampled decoding for training, Perceiver IO sec. 3.3 / optical flow and multimodal experiments).
+positions (subsampled decoding for training, Perceiver IO sec. 3.3 / optical flow and multimodal experiments);
+a 2-D ``output_index`` (batch, O') picks different positions per sample (e.g. only the masked bytes of each
+sequence, which is exact because every output query is decoded independently).
 """
 
 from __future__ import annotations
@@ -89,17 +91,21 @@ class CrossAttentionDecoder(nn.Module):
     def output_queries(self, batch: int, x: torch.Tensor | None = None,
                        output_index: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, O or O', query_dim)."""
+        if output_index is not None and (output_index.ndim not in (1, 2) or output_index.dtype not in (
+                torch.int64, torch.int32) or (output_index.ndim == 2 and output_index.shape[0] != batch)):
+            raise ValueError(f"output_index must be an integer tensor (O',) shared by the batch or (batch={batch}, "
+                             f"O') per sample, got {output_index.dtype} {tuple(output_index.shape)}")
         if self.queries == "input":
             if x is None:
                 raise ValueError("queries='input' needs the adapter output x")
-            q = x if output_index is None else x[:, output_index]
-            return q
+            if output_index is None:
+                return x
+            if output_index.ndim == 1:
+                return x[:, output_index]
+            return x[torch.arange(batch, device=x.device)[:, None], output_index]
         q = self.query if self.query is not None else self.fourier.grid
         if output_index is not None:
-            if output_index.ndim != 1 or output_index.dtype not in (torch.int64, torch.int32):
-                raise ValueError(f"output_index must be a 1-D integer tensor, got {output_index.dtype} "
-                                 f"{tuple(output_index.shape)}")
-            q = q[output_index]
+            q = q[output_index]  # (O', E) or (batch, O', E)
         if self.fourier_proj is not None:
             q = self.fourier_proj(q)
         return q.expand(batch, -1, -1)

@@ -34,7 +34,7 @@ from paperzoo.nn.norm import LayerNorm
 from paperzoo.nn.outputs import ModelOutput
 
 __all__ = ["PerceiverConfig", "PerceiverLayer", "PerceiverEncoder", "Perceiver", "PerceiverOutput", "block_plan",
-           "layer_param_count", "encoder_param_count", "SCHEMES"]
+           "layer_param_count", "encoder_param_count", "labelled_positions", "SCHEMES"]
 
 SCHEMES = ("paper", "io")
 INPUTS = ("pixels", "patches", "audio", "bytes", "features")
@@ -178,6 +178,17 @@ class PerceiverOutput(ModelOutput):
     logits: torch.Tensor | None = None
     last_hidden_state: torch.Tensor | None = None
     hidden_states: tuple[torch.Tensor, ...] | None = None
+    output_index: torch.Tensor | None = None
+
+
+def labelled_positions(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample indices of the labelled positions (label != -100) of ``labels`` (batch, O), padded to the largest
+    count K with unlabelled positions, and the labels there: ``(index (batch, K), labels (batch, K))``.
+    Decoding only these positions gives the same loss as decoding all O (each output query is independent)."""
+    keep = labels != -100
+    k = max(int(keep.sum(1).max()), 1)
+    index = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)[:, :k]  # labelled first, in order
+    return index, labels.gather(1, index)
 
 
 class PerceiverLayer(nn.Module):
@@ -305,7 +316,11 @@ class Perceiver(nn.Module):
     (see the config), ``attention_mask`` (batch, M) 1 = real element (bytes/features), ``output_index`` (O',)
     long indices of the output positions to decode (subsampled decoding for training, Perceiver IO sec. 3.3),
     ``labels`` for a cross-entropy loss ((batch,) for classification, (batch, O) with -100 ignored for
-    per-position/MLM). Returns :class:`PerceiverOutput` (``logits``, ``last_hidden_state`` = final latents).
+    per-position/MLM). ``decode_labelled_only=True`` decodes only each sample's labelled positions (see
+    :func:`labelled_positions`): the same loss, logits (batch, K, ...) at ``output.output_index``, and far less
+    work when few positions carry a loss (masked byte modelling: 15%). Returns :class:`PerceiverOutput`
+    (``logits``, ``last_hidden_state`` = final latents). The per-position decoders accept ``output_index`` of
+    shape (O',) or (batch, O').
     """
 
     def __init__(self, cfg: PerceiverConfig):
@@ -321,7 +336,7 @@ class Perceiver(nn.Module):
     def forward(self, inputs: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 output_index: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 output_hidden_states: bool = False, input_ids: torch.Tensor | None = None,
-                return_dict: bool = True, **unused) -> PerceiverOutput:
+                return_dict: bool = True, decode_labelled_only: bool = False, **unused) -> PerceiverOutput:
         if inputs is None:
             inputs = input_ids
         elif input_ids is not None:
@@ -334,11 +349,15 @@ class Perceiver(nn.Module):
             raise ValueError(f"attention_mask must have shape (batch, M) = {tuple(x.shape[:2])}, "
                              f"got {tuple(mask.shape)}")
         z, states = self.encoder(x, mask, output_hidden_states=True)
+        if decode_labelled_only:
+            if labels is None or labels.ndim != 2 or output_index is not None:
+                raise ValueError("decode_labelled_only needs per-position labels (batch, O) and no output_index")
+            output_index, labels = labelled_positions(labels)
         logits = self.decoder(z, x=x, x_raw=x_raw, output_index=output_index) if self.decoder is not None else None
         loss = None
         if labels is not None and logits is not None:
-            if output_index is not None and labels.ndim == 2:
-                labels = labels[:, output_index]
+            if output_index is not None and labels.ndim == 2 and labels.shape[1] != output_index.shape[-1]:
+                labels = labels[:, output_index] if output_index.ndim == 1 else labels.gather(1, output_index)
             loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                ignore_index=-100)
-        return PerceiverOutput(loss, logits, z, states if output_hidden_states else None)
+        return PerceiverOutput(loss, logits, z, states if output_hidden_states else None, output_index)
