@@ -14,6 +14,15 @@ from paperzoo.hf import from_hf, to_hf
 from paperzoo.nn.moe import SwitchMoE
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small tensors: one intra-op thread avoids thread hand-offs that dominate on a shared 2-core machine."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def hf_mlp(capacity: int = 64, jitter: float = 0.0, act: str = "relu", seed: int = 0) -> SwitchTransformersSparseMLP:
     torch.manual_seed(seed)
     cfg = SwitchTransformersConfig(d_model=16, d_ff=32, num_experts=4, expert_capacity=capacity,
