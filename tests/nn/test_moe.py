@@ -150,6 +150,12 @@ def test_router_stays_fp32_under_bf16_autocast():
     assert seen[0].dtype == torch.float32
     torch.testing.assert_close(seen[0], F.linear(x.reshape(-1, 8), moe.router.weight), rtol=0, atol=0)
     assert aux["z_loss"].dtype == torch.float32 and aux["balance_loss"].dtype == torch.float32
+    x.requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, aux = moe.train()(x)
+        (y.float().square().sum() + aux["balance_loss"]).backward()
+    assert y.dtype == torch.float32 and x.grad.dtype == torch.float32
+    assert moe.router.weight.grad.dtype == torch.float32 and torch.isfinite(moe.w1.grad).all()
 
 
 def test_jitter_only_in_training():
@@ -246,5 +252,7 @@ def test_validation_errors():
         moe(torch.randn(2, 3, 8), torch.ones(2, 4))
     with pytest.raises(ValueError, match="activation"):
         SwitchMoE(8, 16, 4, activation="tanh")
+    with pytest.raises(ValueError, match="at least one token"):
+        moe(torch.randn(0, 8))
     with pytest.raises(ValueError, match="k must be"):
         SwitchMoE(8, 16, 4, k=5)

@@ -17,8 +17,9 @@ width, F expert hidden width, C expert capacity.
   ``logsumexp(logits)^2`` on the raw logits. Padding tokens (``mask == 0``) take no capacity, get zero output and
   are left out of both losses and of the metrics.
 * Dispatch is vectorised: positions in each expert come from a cumulative sum over the one-hot choices, tokens are
-  scattered into an (E, C, D) buffer, experts run as one batched matmul with stacked weights (E, D, F), (E, F, D),
-  and outputs are gathered back. Memory is O(T * (E + D)), no (T, E, C) dispatch tensor.
+  gathered into an (E, C, D) buffer, experts run as batched matmuls with stacked weights (E, D, F), (E, F, D), and
+  outputs are gathered back; dispatch and combine are inverse gathers, so backward needs no scatter-add either.
+  Memory is O(T * (E + D)), no (T, E, C) dispatch tensor.
 * Expert parallelism: with ``group`` set, each of the W ranks owns E / W experts; each rank routes its own tokens
   with capacity computed from its own token count (the paper's per-core capacity) and exchanges the capacity
   buffers with ``all_to_all`` (forward and backward). Every rank must hold the same number of tokens.
@@ -237,6 +238,8 @@ class SwitchMoE(nn.Module):
             raise ValueError(f"x must be a floating tensor, got {x.dtype}")
         if mask is not None and tuple(mask.shape) != tuple(x.shape[:-1]):
             raise ValueError(f"mask must have shape {tuple(x.shape[:-1])} (1 = real token), got {tuple(mask.shape)}")
+        if x.numel() == 0:
+            raise ValueError(f"x must hold at least one token, got shape {tuple(x.shape)}")
         shape = x.shape
         xt = x.reshape(-1, self.dim)
         T, E, k = xt.shape[0], self.num_experts, self.k
