@@ -6,6 +6,8 @@ every rank's tokens, router gradients (replicated weights) over the all-reduce o
 """
 
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -31,9 +33,9 @@ def _loss(y, aux, proj):
     return (y * proj).sum() + 0.01 * aux["balance_loss"] + 0.001 * aux["z_loss"]
 
 
-def _worker(rank: int, world: int, init_file: str, k: int) -> None:
+def _worker(rank: int, world: int, init_method: str, k: int) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world)
     try:
         kw = dict(k=k, min_capacity=1, capacity_factor=1.0, jitter_eps=0.0)
         with pytest.raises(ValueError, match="divisible"):
@@ -87,8 +89,8 @@ def _worker(rank: int, world: int, init_file: str, k: int) -> None:
 def _spawn(world: int, k: int = 1, timeout: float = 120.0) -> None:
     """Fork ``world`` gloo workers (fork: no re-import, well under a second); fail rather than hang."""
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = mp.start_processes(_worker, args=(world, os.path.join(tmp, "init"), k), nprocs=world, join=False,
-                                 start_method="fork")
+        init = "file://" + os.path.join(tmp, "init")
+        ctx = mp.start_processes(_worker, args=(world, init, k), nprocs=world, join=False, start_method="fork")
         deadline = time.monotonic() + timeout
         while not ctx.join(timeout=1.0):
             if time.monotonic() > deadline:
@@ -108,3 +110,18 @@ def test_expert_parallel_4_processes():
 def test_expert_parallel_2_processes_top2():
     _spawn(2, k=2)
 
+
+
+@pytest.mark.slow
+def test_expert_parallel_under_torchrun(tmp_path):
+    """The same check launched the way training runs: ``torchrun --nproc_per_node 2`` (env:// rendezvous)."""
+    script = tmp_path / "ep.py"
+    script.write_text(
+        "import os, sys\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "from test_moe_distributed import _worker\n"
+        "_worker(int(os.environ['RANK']), int(os.environ['WORLD_SIZE']), 'env://', 1)\n")
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    r = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29517", str(script)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
