@@ -13,9 +13,10 @@ Mask conventions (used everywhere in paperzoo):
   or ``(batch or 1, heads or 1, q, k)``.
 - ``causal=True``: query i sees keys j <= i (top-left aligned, as SDPA's ``is_causal``).
 
-A query row that sees no key at all (e.g. a sequence that is entirely padding) outputs **zeros** and gets zero
-gradients, never NaN: SDPA's safe softmax (torch >= 2.5) maps fully ``-inf`` rows to 0, and the explicit path
-used for ``return_attention=True`` does the same.
+A query row that sees no key at all (e.g. a sequence that is entirely padding) gets an all-zero attention
+result (before the output projection, which then adds only its bias) and zero gradients, never NaN: SDPA's
+safe softmax (torch >= 2.5) maps fully ``-inf`` rows to 0, and the explicit path used for
+``return_attention=True`` does the same (tested in tests/nn/test_attention.py).
 """
 
 from __future__ import annotations

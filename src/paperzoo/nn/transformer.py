@@ -26,7 +26,7 @@ from torch import nn
 from .attention import MultiHeadAttention, as_keep_mask, merge_masks
 from .embedding import TokenEmbeddings
 from .ffn import FeedForward
-from .norm import make_norm
+from .norm import NORMS, make_norm
 from .outputs import BaseModelOutput, ModelOutput
 from .posenc import (
     ALiBi,
@@ -40,7 +40,6 @@ __all__ = ["TransformerConfig", "DropPath", "TransformerBlock", "TransformerEnco
            "TextEncoderConfig", "TextEncoder"]
 
 POSITIONS = ("none", "sinusoidal", "learned", "t5", "rotary", "alibi")
-NORMS = ("layernorm", "rmsnorm", "scalenorm", "rezero")
 
 
 @dataclass(frozen=True)
@@ -205,7 +204,8 @@ class TransformerEncoder(nn.Module):
         self.layers = nn.ModuleList([
             TransformerBlock(cfg, make_ffn(i) if make_ffn is not None else None, drop_path=rates[i])
             for i in range(cfg.depth)])
-        self.norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps) if cfg.use_final_norm and cfg.norm != "rezero" else None
+        use = cfg.use_final_norm and cfg.norm not in ("rezero", "none")
+        self.norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps) if use else None
 
     def add_positions(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x (batch, seq, dim) plus the absolute encoding of positions offset.. (identity for other schemes)."""
