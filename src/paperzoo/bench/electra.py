@@ -98,7 +98,9 @@ def run(batch: int = 8, seq: int = 128, hidden: int = 256, layers: int = 4, voca
             hf_pretrain_step(hf_gen, hf_disc, ids, mask, masked)
 
     f_ours, f_hf = count_flops(ours_step), count_flops(hf_step)
-    f_ours_fwd, f_hf_fwd = count_flops(ours_fwd), count_flops(hf_fwd)
+    # forward FLOPs counted with autograd on (the counter's module hooks need it); timed under no_grad below
+    f_ours_fwd = count_flops(lambda: ours(ids, mask, masked=masked))
+    f_hf_fwd = count_flops(lambda: hf_pretrain_step(hf_gen, hf_disc, ids, mask, masked))
     case = (f"batch {batch} x {seq}, hidden {hidden}, {layers} layers, generator 1/4, vocab {vocab}, "
             f"{ours.cfg.mask_prob:.0%} masked ({masked.num_masked} positions)")
     step = time_interleaved({"ours": ours_step, "transformers": hf_step}, warmup=warmup, repeats=repeats)

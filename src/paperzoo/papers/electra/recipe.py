@@ -71,12 +71,12 @@ def _model(**kw) -> ElectraConfig:
 PRESETS: dict[str, Preset] = {
     # the smoke test: seconds; asserts learning, not quality
     "tiny": Preset(
-        model=_model(embedding_dim=32, dim=64, depth=2, num_heads=2, ffn_dim=128, generator_size=0.5, dropout=0.0,
+        model=_model(embedding_dim=32, dim=64, depth=2, num_heads=2, ffn_dim=128, generator_size=0.25, dropout=0.0,
                      attn_dropout=0.0, max_len=64),
-        pretrain=TrainConfig(steps=60, batch_size=16, lr=2e-3, warmup_steps=6, schedule="linear", weight_decay=0.01,
-                             eval_every=30, ckpt_every=30, log_every=10, device="cpu"),
-        finetune=FinetuneConfig(lr=1e-3, max_steps=8, batch_size=16, max_len=32, max_train=128, max_test=128),
-        vocab_size=600, seq_len=64, docs=400, eval_docs=40, seeds=2),
+        pretrain=TrainConfig(steps=40, batch_size=16, lr=2e-3, warmup_steps=4, schedule="linear", weight_decay=0.01,
+                             eval_every=20, ckpt_every=20, log_every=10, device="cpu"),
+        finetune=FinetuneConfig(lr=1e-3, max_steps=4, batch_size=16, max_len=32, max_train=64, max_test=64),
+        vocab_size=1000, seq_len=64, docs=300, eval_docs=30, seeds=2),
     # minutes: the demo
     "quick": Preset(
         model=_model(embedding_dim=64, dim=128, depth=4, num_heads=2, ffn_dim=512, generator_size=0.25),
