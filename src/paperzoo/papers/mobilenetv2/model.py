@@ -174,7 +174,7 @@ class MobileNetV2Config:
         network on 32x32 inputs), or a paper width ``"1.4"``, ``"1.0"``, ``"0.75"``, ``"0.5"``, ``"0.35"``."""
         presets = {
             "tiny": dict(num_classes=10, width_multiplier=1.0, image_size=32, stem_channels=16, head_channels=128,
-                         blocks=((1, 8, 1, 1), (6, 16, 2, 2), (6, 24, 2, 2), (6, 32, 1, 1)), stem_stride=1,
+                         blocks=((1, 8, 1, 1), (6, 16, 2, 2), (6, 24, 2, 2), (6, 32, 1, 1)), stem_stride=2,
                          tf_padding=False, bn_momentum=0.1, dropout=0.0),
             "small": dict(num_classes=10, width_multiplier=0.5, image_size=32, stem_stride=1, tf_padding=False,
                           bn_momentum=0.1, bn_eps=1e-5, dropout=0.2),
