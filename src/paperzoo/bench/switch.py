@@ -14,6 +14,7 @@ Cases (issue 7): d_model 256, d_ff 1024, 8 x 128 tokens, 8 / 32 / 128 experts.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import torch
@@ -36,8 +37,24 @@ def _fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor):
     return run
 
 
-def run(experts: tuple[int, ...] = EXPERTS, repeats: int = 10, warmup: int = 2) -> tuple[list[BenchResult], dict]:
-    """Rows: ours vs HF per expert count, ours vs dense per expert count (capacity factor 1.0, and 1.25 at 8)."""
+def run(experts: tuple[int, ...] = EXPERTS, repeats: int = 8, warmup: int = 1,
+        threads: int | None = None) -> tuple[list[BenchResult], dict]:
+    """Rows: ours vs HF per expert count, ours vs dense per expert count (capacity factor 1.0, and 1.25 at 8).
+
+    ``threads`` (default ``$PAPERZOO_BENCH_THREADS``, else torch's default) sets the intra-op threads for the
+    run; one thread gives steadier figures on a shared, loaded machine.
+    """
+    threads = threads or int(os.environ.get("PAPERZOO_BENCH_THREADS", "0")) or None
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _run(experts, repeats, warmup)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(experts: tuple[int, ...], repeats: int, warmup: int) -> tuple[list[BenchResult], dict]:
     from transformers import SwitchTransformersConfig
     from transformers.models.switch_transformers.modeling_switch_transformers import SwitchTransformersSparseMLP
 
@@ -64,7 +81,7 @@ def run(experts: tuple[int, ...] = EXPERTS, repeats: int = 10, warmup: int = 2) 
         if err > 1e-4:
             raise RuntimeError(f"ours and HF disagree by {err} at {E} experts; not timing different functions")
         stats = time_interleaved({"ours": _fwd_bwd(ours, x, g), "transformers": _fwd_bwd(hf, x, g)},
-                                 warmup=warmup, repeats=repeats)
+                                 warmup=warmup, repeats=repeats if E <= 32 else max(3, repeats // 2))
         rows.append(BenchResult.from_stats(f"switch vs HF, {E} experts", f"{case}, capacity {cap}/sequence", stats,
                                            flops=count_flops(_fwd_bwd(ours, x, g)), experts=E, max_abs_diff=err))
 

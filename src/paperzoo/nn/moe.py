@@ -225,7 +225,8 @@ class SwitchMoE(nn.Module):
         if self.b1 is not None:
             h = h + self.b1
         h = _ACTIVATIONS[self.activation](h)
-        h = F.dropout(h, self.expert_dropout, self.training)
+        if self.training and self.expert_dropout > 0:
+            h = F.dropout(h, self.expert_dropout, True)
         h = torch.bmm(h, _cast(self.w2, h))
         if self.b2 is not None:
             h = h + self.b2
