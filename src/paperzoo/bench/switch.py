@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from paperzoo.bench.flops import count_flops
+from paperzoo.bench.flops import count_flops, machine_peak_gflops
 from paperzoo.bench.results import BenchResult
 from paperzoo.bench.timing import time_interleaved
 
@@ -49,7 +49,9 @@ def run(experts: tuple[int, ...] = EXPERTS, repeats: int = 8, warmup: int = 1,
     if threads:
         torch.set_num_threads(threads)
     try:
-        return _run(experts, repeats, warmup)
+        rows, meta = _run(experts, repeats, warmup)
+        meta["peak_gflops"] = machine_peak_gflops()  # at the thread count the rows ran with
+        return rows, meta
     finally:
         torch.set_num_threads(before)
 
