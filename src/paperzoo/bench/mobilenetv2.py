@@ -53,7 +53,7 @@ def run(sizes: tuple[int, ...] = (224, 96), batches: tuple[int, ...] = (1, 32), 
                 got = fast(pixel_values=xc).logits
                 ref = hf(pixel_values=x).logits
                 max_diff = float((got - ref).abs().max())
-                repeats = 3 if quick else (40 if batch == 1 else 10)
+                repeats = 3 if quick else (30 if batch == 1 else 6)
                 stats = time_interleaved({
                     "transformers": lambda x=x: hf(pixel_values=x),
                     "eager": lambda x=x: ours(pixel_values=x),
@@ -100,7 +100,7 @@ def _training(hf: Any, ours: Any, quick: bool, batch: int, size: int) -> BenchRe
         ours(pixel_values=x, labels=y).loss.backward()
 
     stats = time_interleaved({"ours": step_ours, "transformers": step_hf}, warmup=1 if quick else 2,
-                             repeats=2 if quick else 8)
+                             repeats=2 if quick else 6)
     hf.eval()
     ours.eval()
     return BenchResult.from_stats("mobilenetv2 training fwd+bwd", f"eager, batch {batch}, {size}x{size}", stats,
