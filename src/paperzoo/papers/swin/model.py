@@ -35,6 +35,7 @@ from torch import Tensor, nn
 
 from paperzoo.nn.ffn import FeedForward
 from paperzoo.nn.outputs import BaseModelOutput, ClassifierOutput
+from paperzoo.nn.transformer import DropPath
 
 __all__ = ["SwinConfig", "SwinModel", "SwinForImageClassification", "WindowAttention", "SwinBlock", "PatchMerging",
            "window_partition", "window_reverse", "relative_position_index", "shift_window_mask",
@@ -102,20 +103,6 @@ PRESETS: dict[str, SwinConfig] = {
     "swin-s": SwinConfig(embed_dim=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24), drop_path_rate=0.3),
     "swin-b": SwinConfig(embed_dim=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), drop_path_rate=0.5),
 }
-
-
-class DropPath(nn.Module):
-    """Stochastic depth (Huang et al., 2016): drop a whole sample's branch with probability p, scale by 1/(1-p)."""
-
-    def __init__(self, p: float = 0.0):
-        super().__init__()
-        self.p = p
-
-    def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.p == 0.0:
-            return x
-        keep = x.new_empty((x.shape[0],) + (1,) * (x.ndim - 1)).bernoulli_(1.0 - self.p)
-        return x * keep / (1.0 - self.p)
 
 
 # ----------------------------------------------------------------------------------------------- window helpers
@@ -248,18 +235,24 @@ class SwinBlock(nn.Module):
         return self.window_size, self.shift
 
     def attention(self, y: Tensor, masks: MaskCache) -> Tensor:
-        """(S)W-MSA on a normalised map ``(B, H, W, C)``: pad, cyclic shift, windows, attend, undo."""
-        _, h, w, _ = y.shape
+        """(S)W-MSA on a normalised map ``(B, H, W, C)``: pad, cyclic shift, windows, attend, undo.
+
+        The cyclic shift and the window partition are one gather by a cached permutation (and its inverse on
+        the way back); ``torch.roll`` copies once per axis and is several times slower than a gather on CPU.
+        """
+        b, h, w, c = y.shape
         m, s = self.window_and_shift(h, w)
         hp, wp = math.ceil(h / m) * m, math.ceil(w / m) * m
         if (hp, wp) != (h, w):
             y = F.pad(y, (0, 0, 0, wp - w, 0, hp - h))
-        if s:
-            y = torch.roll(y, (-s, -s), (1, 2))
         mask = masks.get(h, w, m, s, y.device, y.dtype)
-        y = window_reverse(self.attn(window_partition(y, m), mask), m, hp, wp)
         if s:
-            y = torch.roll(y, (s, s), (1, 2))
+            order, inverse = masks.shift_order(hp, wp, m, s, y.device)
+            windows = _Permute.apply(y.reshape(b, hp * wp, c), order, inverse)
+            out = self.attn(windows.view(b, -1, m * m, c), mask)
+            y = _Permute.apply(out.reshape(b, hp * wp, c), inverse, order).view(b, hp, wp, c)
+        else:
+            y = window_reverse(self.attn(window_partition(y, m), mask), m, hp, wp)
         return y[:, :h, :w] if (hp, wp) != (h, w) else y
 
     def forward(self, x: Tensor, masks: MaskCache) -> Tensor:
@@ -280,8 +273,32 @@ class MaskCache:
             self._masks[key] = shift_window_mask(h, w, m, s, self.mask_padding, device, dtype)
         return self._masks[key]
 
+    def shift_order(self, hp: int, wp: int, m: int, s: int, device) -> tuple[Tensor, Tensor]:
+        """``order``: for each position of the shifted, windowed sequence, its index in the row-major
+        ``hp x wp`` map (roll by ``-s`` then :func:`window_partition`); ``inverse``: the inverse permutation."""
+        key = ("order", hp, wp, m, s, device)
+        if key not in self._masks:
+            grid = torch.roll(torch.arange(hp * wp, device=device).view(hp, wp), (-s, -s), (0, 1))
+            order = rearrange(grid, "(nh m1) (nw m2) -> (nh nw m1 m2)", m1=m, m2=m)
+            self._masks[key] = (order, torch.argsort(order))
+        return self._masks[key]
+
     def __len__(self) -> int:
         return len(self._masks)
+
+
+class _Permute(torch.autograd.Function):
+    """``x[:, order]`` for a permutation ``order`` of dim 1; the backward is the gather by ``inverse`` (no scatter)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, order: Tensor, inverse: Tensor) -> Tensor:
+        ctx.save_for_backward(inverse)
+        return x.index_select(1, order)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (inverse,) = ctx.saved_tensors
+        return grad.index_select(1, inverse), None, None
 
 
 class PatchMerging(nn.Module):
