@@ -113,3 +113,18 @@ def test_full_size_onnx_and_fold(tmp_path):
         warnings.simplefilter("ignore")
         path = export_onnx(m, tmp_path / "m.onnx", image_size=224)
     assert onnx_max_abs_diff(m, path, x) < 1e-4
+
+
+@pytest.mark.slow
+def test_export_int8_torchscript(tmp_path):
+    m = _model()
+    save_pretrained(m, tmp_path / "model")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = export(tmp_path / "model", tmp_path / "out", fmt="int8", calibration=torch.randn(64, 3, 32, 32))
+    q = torch.jit.load(str(path))
+    x = torch.randn(4, 3, 32, 32)
+    with torch.no_grad():
+        assert q(x).shape == (4, 10)
+    with pytest.raises(ValueError, match="calibration"):
+        export(tmp_path / "model", tmp_path / "out", fmt="int8", calibration="imagenet")

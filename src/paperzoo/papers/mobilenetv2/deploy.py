@@ -268,12 +268,13 @@ def model_size_bytes(model: nn.Module) -> int:
 
 
 def export(model_dir: str | Path, out: str | Path, fmt: str = "onnx", image_size: int | None = None,
-           calibration: torch.Tensor | None = None) -> Path:
+           calibration: torch.Tensor | str | None = None) -> Path:
     """Export a model saved with :func:`save_pretrained` (e.g. a recipe run's ``model/``).
 
     ``fmt``: ``"onnx"`` (folded BN, checked against PyTorch with onnxruntime when it is installed),
-    ``"torchscript"`` (folded, channels_last, traced), or ``"int8"`` (quantized TorchScript; needs
-    ``calibration`` images ``(N, C, H, W)``, else random ones are used and the result is only a smoke test).
+    ``"torchscript"`` (folded, channels_last, traced), or ``"int8"`` (quantized TorchScript; ``calibration``
+    is preprocessed images ``(N, C, H, W)`` or ``"cifar10"`` for 512 normalised CIFAR-10 training images, as
+    the recipe's models expect; without it random images are used and the result is only a smoke test).
     Returns the written file.
     """
     model = from_pretrained(model_dir)
@@ -291,6 +292,13 @@ def export(model_dir: str | Path, out: str | Path, fmt: str = "onnx", image_size
         return path
     if fmt in ("torchscript", "int8"):
         if fmt == "int8":
+            if isinstance(calibration, str):
+                if calibration != "cifar10":
+                    raise ValueError(f"calibration must be a tensor, 'cifar10' or None, got {calibration!r}")
+                from paperzoo.data import load_cifar10
+                from paperzoo.papers.mobilenetv2.recipe import normalize
+
+                calibration = normalize(load_cifar10("train").images[:512])
             calib = calibration if calibration is not None else torch.randn(32, model.config.in_channels, size, size)
             net = quantize_int8(model, calib)
         else:
