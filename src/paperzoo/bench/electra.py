@@ -72,9 +72,10 @@ def _batch(batch: int, seq: int, vocab: int, seed: int = 0) -> tuple[torch.Tenso
     return ids, mask
 
 
-def run(batch: int = 8, seq: int = 128, hidden: int = 256, layers: int = 4, vocab: int = 30522, repeats: int = 10,
+def run(batch: int = 8, seq: int = 128, hidden: int = 256, layers: int = 4, vocab: int = 30522, repeats: int = 8,
         warmup: int = 2) -> tuple[list[BenchResult], dict[str, Any]]:
-    """Time the joint step (forward + backward) and its forward alone; rows carry our FLOPs and HF's."""
+    """Time the joint step (forward + backward) and its forward alone, at torch's thread count and at 1 thread
+    (small matmuls on a shared machine often run better on one); rows carry our FLOPs and HF's."""
     ours, hf_gen, hf_disc = build(hidden=hidden, layers=layers, vocab=vocab)
     ids, mask = _batch(batch, seq, vocab)
     masked = ours.mask(ids, mask, torch.Generator().manual_seed(1))
@@ -103,18 +104,26 @@ def run(batch: int = 8, seq: int = 128, hidden: int = 256, layers: int = 4, voca
     f_hf_fwd = count_flops(lambda: hf_pretrain_step(hf_gen, hf_disc, ids, mask, masked))
     case = (f"batch {batch} x {seq}, hidden {hidden}, {layers} layers, generator 1/4, vocab {vocab}, "
             f"{ours.cfg.mask_prob:.0%} masked ({masked.num_masked} positions)")
-    step = time_interleaved({"ours": ours_step, "transformers": hf_step}, warmup=warmup, repeats=repeats)
-    fwd = time_interleaved({"ours": ours_fwd, "transformers": hf_fwd}, warmup=warmup, repeats=repeats)
-    rows = [
-        BenchResult.from_stats("electra joint step fwd+bwd", case, step, flops=f_ours, peer_flops=f_hf,
-                               ours_min_ms=step["ours"].min * 1e3, peer_min_ms=step["transformers"].min * 1e3),
-        BenchResult.from_stats("electra joint step forward", case, fwd, flops=f_ours_fwd, peer_flops=f_hf_fwd,
-                               ours_min_ms=fwd["ours"].min * 1e3, peer_min_ms=fwd["transformers"].min * 1e3),
-    ]
+    rows = []
+    old = torch.get_num_threads()
+    try:
+        for threads in sorted({1, old}, reverse=True):
+            torch.set_num_threads(threads)
+            tag = f", {threads} thread{'s' if threads > 1 else ''}"
+            step = time_interleaved({"ours": ours_step, "transformers": hf_step}, warmup=warmup, repeats=repeats)
+            fwd = time_interleaved({"ours": ours_fwd, "transformers": hf_fwd}, warmup=warmup, repeats=repeats)
+            for label, st, f, pf in (("fwd+bwd", step, f_ours, f_hf), ("forward", fwd, f_ours_fwd, f_hf_fwd)):
+                rows.append(BenchResult.from_stats(f"electra joint step {label}", case + tag, st, flops=f,
+                                                   peer_flops=pf, threads=threads,
+                                                   ours_min_ms=st["ours"].min * 1e3,
+                                                   peer_min_ms=st["transformers"].min * 1e3))
+    finally:
+        torch.set_num_threads(old)
     meta = {"torch_threads": torch.get_num_threads(), "repeats": repeats, "warmup": warmup,
             "notes": ("Peer: transformers ElectraForMaskedLM + ElectraForPreTraining with our weights (to_hf), "
                       "embeddings shared and LM head tied, sdpa attention; same masked batch and Gumbel sampler. "
                       "FLOPs are counted by torch.utils.flop_counter for each side (peer_flops: HF's, which computes "
                       "the vocabulary head at all positions); GFLOP/s columns use our FLOPs for both, i.e. useful "
-                      "work per second.")}
+                      "work per second. Rows at 1 thread are timed too: on a loaded 2-core machine, OpenMP barriers "
+                      "make 2-thread timings of these small matmuls erratic.")}
     return rows, meta

@@ -94,7 +94,8 @@ def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0, generator: tor
                   disallow: torch.Tensor | None = None) -> torch.Tensor:
     """Gumbel-max sample of ``softmax(logits / T)`` per row: ``(n, vocab) -> (n,)`` int64, without gradient.
 
-    ``argmax(logits / T + g)``, ``g = -log(-log(u))``, ``u ~ U(0, 1)``, is an exact sample from the softmax.
+    ``argmax(logits / T + g)``, ``g = -log(-log(u))``, ``u ~ U(0, 1)``, is an exact sample from the softmax
+    (computed as ``g = -log(E)``, ``E ~ Exp(1)``, the same distribution).
     ``disallow`` (n,) ids get -1000 added first (the official ``disallow_correct`` option).
     """
     if logits.ndim != 2:
@@ -103,11 +104,12 @@ def gumbel_sample(logits: torch.Tensor, temperature: float = 1.0, generator: tor
         z = logits.detach().float() / temperature
         if disallow is not None:
             z = z.scatter_add(1, disallow[:, None], torch.full((len(z), 1), -1000.0, device=z.device))
+        # -log(-log(u)) = -log(E) with E = -log(u) ~ Exponential(1): one log, one random kernel
         if generator is not None and generator.device != z.device:
-            u = torch.rand(z.shape, generator=generator).to(z.device)
+            e = torch.empty(z.shape).exponential_(generator=generator).to(z.device)
         else:
-            u = torch.rand(z.shape, generator=generator, device=z.device)
-        g = -torch.log(-torch.log(u.clamp_min(1e-20)))
+            e = torch.empty_like(z).exponential_(generator=generator)
+        g = -torch.log(e.clamp_min(1e-30))
         return (z + g).argmax(-1)
 
 
