@@ -256,3 +256,22 @@ def test_validation_errors():
         moe(torch.randn(0, 8))
     with pytest.raises(ValueError, match="k must be"):
         SwitchMoE(8, 16, 4, k=5)
+
+
+def test_trimmed_buffer_identical_to_full_capacity():
+    torch.manual_seed(11)
+    for k, per_seq in ((1, False), (1, True), (2, True)):
+        a = SwitchMoE(8, 16, 4, k=k, min_capacity=1, capacity_factor=0.75, jitter_eps=0.0,
+                      route_per_sequence=per_seq).train()
+        b = SwitchMoE(8, 16, 4, k=k, min_capacity=1, capacity_factor=0.75, jitter_eps=0.0,
+                      route_per_sequence=per_seq, trim_capacity=False).train()
+        b.load_state_dict(a.state_dict())
+        x = torch.randn(3, 10, 8)
+        mask = torch.rand(3, 10) > 0.2
+        xa, xb = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+        ya, yb = a(xa, mask).hidden_states, b(xb, mask).hidden_states
+        torch.testing.assert_close(ya, yb, rtol=0, atol=1e-7)
+        ya.square().sum().backward()
+        yb.square().sum().backward()
+        for ga, gb in ((xa.grad, xb.grad), (a.w1.grad, b.w1.grad), (a.router.weight.grad, b.router.weight.grad)):
+            torch.testing.assert_close(ga, gb, rtol=1e-6, atol=1e-7)

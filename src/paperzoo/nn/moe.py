@@ -160,6 +160,9 @@ class SwitchMoE(nn.Module):
         init_scale: s in the truncated normal init with std sqrt(s / fan_in) (paper: 0.1).
         route_per_sequence: each sequence of a (batch, seq, D) input is its own routing group with its own
             capacity (HF's choice); default False: the whole flattened batch is one group.
+        trim_capacity: run the experts on a buffer as long as the fullest expert's kept tokens instead of the
+            full capacity (identical results, less compute; one host sync, so data-dependent shapes). Ignored
+            under expert parallelism, whose all-to-all needs the static capacity on every rank.
         group: a ``torch.distributed`` process group (or ``"world"``) for expert parallelism, or None.
 
     Input (batch, seq, D) or (tokens, D), optional mask (batch, seq) / (tokens,) with 1 for real tokens.
@@ -169,7 +172,8 @@ class SwitchMoE(nn.Module):
     def __init__(self, dim: int, hidden: int, num_experts: int, k: int = 1, capacity_factor: float = 1.25,
                  eval_capacity_factor: float = 2.0, min_capacity: int = 4, capacity: int | None = None,
                  jitter_eps: float = 0.01, expert_dropout: float = 0.0, activation: str = "relu",
-                 bias: bool = False, init_scale: float = 0.1, route_per_sequence: bool = False, group=None):
+                 bias: bool = False, init_scale: float = 0.1, route_per_sequence: bool = False,
+                 trim_capacity: bool = True, group=None):
         super().__init__()
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
@@ -179,7 +183,7 @@ class SwitchMoE(nn.Module):
         self.capacity_factor, self.eval_capacity_factor = capacity_factor, eval_capacity_factor
         self.min_capacity, self.capacity = min_capacity, capacity
         self.expert_dropout, self.activation, self.init_scale = expert_dropout, activation, init_scale
-        self.route_per_sequence = route_per_sequence
+        self.route_per_sequence, self.trim_capacity = route_per_sequence, trim_capacity
         self.group = dist.group.WORLD if group == "world" else group
         world = dist.get_world_size(self.group) if self.group is not None else 1
         if num_experts % world:
@@ -265,9 +269,20 @@ class SwitchMoE(nn.Module):
             onehot = onehot * valid_f.to(torch.int32)[..., None]
         pos = onehot.cumsum(1).gather(2, idx_f[..., None]).squeeze(2) - 1  # (G, kTg) 0-based rank in the expert
         keep = pos < C if valid is None else (pos < C) & valid_f
-        group_offset = torch.arange(G, device=x.device)[:, None] * C
-        S = E * G * C  # slots; index S means "no slot" (dropped or padding) / "no token" (empty slot)
-        slot = torch.where(keep, idx_f * (G * C) + group_offset + pos, S).reshape(-1)  # (A,) per assignment
+        if self.trim_capacity and self.group is None:
+            # Same kept tokens, packed per expert across groups into a buffer only as long as the fullest expert
+            # (one host sync): the experts skip the empty capacity slots.
+            kept = onehot * keep.to(torch.int32)[..., None]
+            if G > 1:
+                kept = kept.reshape(1, -1, E)
+                pos = kept.cumsum(1).gather(2, idx_f.reshape(1, -1, 1)).squeeze(2).reshape(G, -1) - 1
+            R = max(1, int(kept.sum((0, 1)).max()))  # rows per expert
+            slot_of = idx_f * R + pos
+        else:
+            R = G * C
+            slot_of = idx_f * R + torch.arange(G, device=x.device)[:, None] * C + pos
+        S = E * R  # slots; index S means "no slot" (dropped or padding) / "no token" (empty slot)
+        slot = torch.where(keep, slot_of, S).reshape(-1)  # (A,) per assignment
         A = slot.shape[0]
         inverse = torch.full((S + 1,), A, dtype=slot.dtype, device=x.device)
         inverse[slot] = torch.arange(A, device=x.device)  # only the discarded row S sees duplicates
@@ -277,16 +292,16 @@ class SwitchMoE(nn.Module):
         # hold a copy of some token: the experts compute on it, the combine never reads it, its gradient is zero.
         src = xt if k == 1 else repeat(xt, "(g t) d -> (g k t) d", g=G, k=k)
         keep_f = keep.reshape(-1, 1).to(x.dtype)
-        buf = rearrange(_RowGather.apply(src, inverse, slot, keep_f), "(e c) d -> e c d", e=E)  # (E, G * C, D)
+        buf = rearrange(_RowGather.apply(src, inverse, slot, keep_f), "(e c) d -> e c d", e=E)  # (E, R, D)
         if self.group is None:
             out = self.experts(buf)
         else:
             W = self.world
             recv = all_to_all(rearrange(buf, "(w e) c d -> (w e c) d", w=W), self.group)
-            h = rearrange(recv, "(w e c) d -> e (w c) d", w=W, c=G * C)
+            h = rearrange(recv, "(w e c) d -> e (w c) d", w=W, c=R)
             h = self.experts(h)
             out = all_to_all(rearrange(h, "e (w c) d -> (w e c) d", w=W), self.group)
-        out = out.reshape(E * G * C, self.dim)
+        out = out.reshape(S, self.dim)
 
         # Combine: gather each assignment's expert output and scale it by gate * keep (exactly zero when dropped).
         g = rearrange(gate, "(g t) k -> (g k t) 1", g=G).to(out.dtype) * keep_f.to(out.dtype)
