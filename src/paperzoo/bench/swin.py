@@ -49,7 +49,7 @@ def run(batch: int = 8, repeats: int | None = None) -> tuple[list[BenchResult], 
         size = cfg["image_size"]
         x = torch.randn(batch, 3, size, size)
         big = size > 100
-        n = repeats or (2 if quick else (6 if big else 20))
+        n = repeats or (2 if quick else (8 if big else 24))
 
         def fwd(model, x=x):
             def f():
