@@ -125,8 +125,12 @@ def build_baseline(cfg: PerceiverConfig, spec: TaskSpec, target_params: int) -> 
         return TransformerBaseline(tok, n, dim, spec.baseline_depth, spec.baseline_heads, cfg.num_classes)
 
     step = 2 * spec.baseline_heads
-    best = min(range(step, 1025, step), key=lambda d: abs(_n_params(make(d)) - target_params))
-    return make(best)
+    lo, hi = 1, 1024 // step  # the count grows with the width: bisect on width / step
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if _n_params(make(mid * step)) < target_params else (lo, mid)
+    cands = [make(k * step) for k in {max(lo - 1, 1), lo}]
+    return min(cands, key=lambda m: abs(_n_params(m) - target_params))
 
 
 def _load(task: str, split: str, limit: int | None) -> tuple[torch.Tensor, torch.Tensor]:
