@@ -1,0 +1,22 @@
+"""The Perceiver bench: slope fit, similar model sizes, a short scaling run and the budget stop."""
+
+import math
+
+from paperzoo.bench import perceiver as bench
+
+
+def test_loglog_slope():
+    xs = [1024, 2048, 4096]
+    assert abs(bench.loglog_slope(xs, [3e-6 * x for x in xs]) - 1) < 1e-9
+    assert abs(bench.loglog_slope(xs, [x**2 for x in xs]) - 2) < 1e-9
+    assert math.isnan(bench.loglog_slope([1], [1.0]))
+
+
+def test_models_have_similar_size_and_scaling_rows():
+    models = bench.build_scaling_models()
+    n = {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}
+    assert abs(n["perceiver"] - n["transformer"]) / n["transformer"] < 0.15
+    rows, meta = bench.scaling(lengths=(32, 64), repeats=1, budget_s=1e-9, memory=False)
+    assert [r.extra["length"] for r in rows] == [32, 64]
+    assert rows[0].peer == "transformer" and rows[1].peer_ms is None  # stopped by the (tiny) budget
+    assert meta["transformer_stopped_at"] == 64 and meta["params"] == n
