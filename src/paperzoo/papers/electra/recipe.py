@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch.utils.data import TensorDataset
 
 from paperzoo.report import (
@@ -164,7 +165,7 @@ def evaluate_pretrainer(model: ElectraPretrainer, data: TensorDataset, batch: in
 
 def pretrain(mode: str, preset: Preset, vocab_size: int, train: TensorDataset, held_out: TensorDataset, seed: int,
              out_dir: Path, resume: bool, steps: int | None = None, progress: bool = True) -> dict:
-    """Pretrain one model; saves ``encoder.pt`` (the encoder's state dict) and returns a summary (cached)."""
+    """Pretrain one model; saves ``encoder.safetensors`` (the encoder's weights) and returns a summary (cached)."""
     done = out_dir / "pretrain_result.json"
     if resume and done.is_file():
         return json.loads(done.read_text())
@@ -178,7 +179,8 @@ def pretrain(mode: str, preset: Preset, vocab_size: int, train: TensorDataset, h
     trainer = Trainer(model, cfg, train, _loss_fn, eval_fn=lambda m: evaluate_pretrainer(m, held_out),
                       out_dir=out_dir, progress=progress)
     fit = trainer.fit(resume=resume)
-    torch.save(model.encoder().state_dict(), out_dir / "encoder.pt")
+    save_file({k: v.detach().contiguous() for k, v in model.encoder().state_dict().items()},
+              str(out_dir / "encoder.safetensors"))
     result = {"mode": mode, "seed": seed, "steps": fit["step"], "before": before, "after": fit["eval"],
               "wall_time_s": fit["wall_time_s"], "encoder_config": asdict(_encoder_cfg(model))}
     done.write_text(json.dumps(result, indent=2))
@@ -209,7 +211,7 @@ def finetune_all(enc_dir: Path, tok, preset: Preset, seed: int, resume: bool, da
     ec = dict(summary["encoder_config"])
     ec["transformer"] = TransformerConfig(**ec["transformer"])
     enc_cfg = TextEncoderConfig(**ec)
-    state = torch.load(enc_dir / "encoder.pt", weights_only=True)
+    state = load_file(str(enc_dir / "encoder.safetensors"))
     for task in preset.tasks:
         if task not in cache:
             cache[task] = finetune_task(state, enc_cfg, tok, task, preset.finetune, seed, data)
