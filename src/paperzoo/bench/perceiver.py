@@ -6,9 +6,10 @@ mean-pooled classifier) for ``M = 1k .. 64k``. Perceiver: 128 latents x 128, one
 4 latent self-attention layers (8 heads, MLP widening 4). Transformer: Linear(C, 128) then 4 pre-norm layers
 (dim 128, 8 heads, FFN 512) over all ``M`` tokens, same classifier; about the same parameter count. The
 transformer stops once its projected next step (quadratic extrapolation) would exceed a time budget
-(``PAPERZOO_PERCEIVER_BUDGET_S``, default 60 s per fwd+bwd). Peak memory is the rise of the process's maximum
+(``PAPERZOO_PERCEIVER_BUDGET_S``, default 120 s per fwd+bwd). Peak memory is the rise of the process's maximum
 resident set during one fwd+bwd, measured in a fresh subprocess per case (``PAPERZOO_BENCH_MEMORY=0`` skips it).
-Slopes are least-squares fits of log time on log M.
+Slopes are least-squares fits of log time on log M, from the best of the repeats (the machine is shared; medians
+are in the meta too).
 
 (b) bytes, 64 latents x 256, 4 self-attention layers, seq 2048, batch 8, byte width d_model 256 (HF's default
 768 is selectable), HF's other defaults (8 cross-attention heads, qk width from the input), dropout 0, training
@@ -87,10 +88,22 @@ def _peak_child(kind: str, m: int) -> None:
     torch.set_num_threads(int(os.environ.get("PAPERZOO_BENCH_THREADS", torch.get_num_threads())))
     model = build_scaling_models()[kind]
     x, y = _data(m)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = _hwm_kib()
     _step(kind, model, x, y)()
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print((after - before) / 1024.0)
+    print((_hwm_kib() - before) / 1024.0)
+
+
+def _hwm_kib() -> float:
+    """This process's peak RSS in KiB: VmHWM from /proc (reset by exec, unlike ru_maxrss, which a child inherits
+    from the process that forked it), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 def peak_memory_mib(kind: str, m: int, timeout: float = 600.0) -> float | None:
@@ -119,11 +132,12 @@ def scaling(lengths=LENGTHS, repeats: int | None = None, budget_s: float | None 
             memory: bool | None = None, peak: float | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     """Part (a): rows per length, ``ours`` = Perceiver, peer = transformer (absent where it was stopped)."""
     repeats = repeats or int(os.environ.get("PAPERZOO_BENCH_REPEATS", "3"))
-    budget_s = budget_s or float(os.environ.get("PAPERZOO_PERCEIVER_BUDGET_S", "60"))
+    budget_s = budget_s or float(os.environ.get("PAPERZOO_PERCEIVER_BUDGET_S", "120"))
     memory = memory if memory is not None else os.environ.get("PAPERZOO_BENCH_MEMORY", "1") != "0"
     models = build_scaling_models()
     n_params = {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}
-    rows, times, stopped_at, last_t, prev = [], {"perceiver": {}, "transformer": {}}, None, 0.0, 1
+    rows, stopped_at, last_t, prev = [], None, 0.0, 1
+    times, best = {"perceiver": {}, "transformer": {}}, {"perceiver": {}, "transformer": {}}
     for m in lengths:
         x, y = _data(m)
         steps = {k: _step(k, models[k], x, y) for k in models}
@@ -132,12 +146,13 @@ def scaling(lengths=LENGTHS, repeats: int | None = None, budget_s: float | None 
             stopped_at = m
         fns = {"perceiver": steps["perceiver"], **({"transformer": steps["transformer"]} if run_tf else {})}
         slow = last_t > 5.0 and run_tf
-        stats = time_interleaved(fns, warmup=1, repeats=2 if slow else repeats)
+        stats = time_interleaved(fns, warmup=0 if slow else 1, repeats=2 if slow else repeats)
         extra: dict[str, Any] = {"length": m, "perceiver_min_ms": stats["perceiver"].min * 1e3}
         for k, s in stats.items():
             times[k][m] = s.median
+            best[k][m] = s.min
         if run_tf:
-            last_t, prev = stats["transformer"].median, m
+            last_t, prev = stats["transformer"].min, m
             extra["transformer_min_ms"] = stats["transformer"].min * 1e3
             if m <= 4096:
                 extra["transformer_flops"] = count_flops(steps["transformer"])
@@ -152,13 +167,17 @@ def scaling(lengths=LENGTHS, repeats: int | None = None, budget_s: float | None 
     t_range = [m for m in times["transformer"] if m >= 2048]
     meta = {
         "params": n_params,
-        "perceiver_slope_4k_64k": loglog_slope(p_range, [times["perceiver"][m] for m in p_range]),
-        "transformer_slope": loglog_slope(t_range, [times["transformer"][m] for m in t_range]),
+        "slopes_from": "best-of-repeats times (robust to other jobs on a shared machine); *_median from medians",
+        "perceiver_slope_4k_64k": loglog_slope(p_range, [best["perceiver"][m] for m in p_range]),
+        "transformer_slope": loglog_slope(t_range, [best["transformer"][m] for m in t_range]),
+        "perceiver_slope_4k_64k_median": loglog_slope(p_range, [times["perceiver"][m] for m in p_range]),
+        "transformer_slope_median": loglog_slope(t_range, [times["transformer"][m] for m in t_range]),
         "transformer_slope_range": [min(t_range), max(t_range)] if t_range else None,
         "perceiver_slope_all": loglog_slope(list(times["perceiver"]), list(times["perceiver"].values())),
         "transformer_stopped_at": stopped_at,
         "transformer_budget_s": budget_s,
-        "times_s": times,
+        "median_s": times,
+        "best_s": best,
     }
     return rows, meta
 
