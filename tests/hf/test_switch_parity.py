@@ -41,7 +41,7 @@ def test_outputs_and_gradients_match_capacity_not_binding(act):
     x = torch.randn(3, 7, 16)
     xh, xo = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
     yh = hf(xh)
-    yo, aux = ours(xo)
+    yo, aux = ours(hidden_states=xo)  # HF's keyword works
     assert float(aux["fraction_dropped"]) == 0.0
     torch.testing.assert_close(yo, yh, atol=1e-6, rtol=1e-5)
     g = torch.randn_like(yh)

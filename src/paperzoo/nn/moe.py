@@ -236,7 +236,9 @@ class SwitchMoE(nn.Module):
             h = h + self.b2
         return h
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> MoEOutput:
+    def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None) -> MoEOutput:
+        """``hidden_states`` (batch, seq, D) or (tokens, D) (HF's argument name), ``mask`` 1 = real token."""
+        x = hidden_states
         if x.dim() not in (2, 3) or x.shape[-1] != self.dim:
             raise ValueError(f"x must be (batch, seq, {self.dim}) or (tokens, {self.dim}), got {tuple(x.shape)}")
         if not x.is_floating_point():
