@@ -280,6 +280,7 @@ def _load_plot(run_dir: Path, by: dict, cfg: RecipeConfig) -> Path:
         ax = fig.add_subplot(1, len(names), i + 1)
         load = by[n][0]["expert_load"][-1]
         ax.bar(range(len(load)), load)
+        ax.set_xticks(range(len(load)))
         ax.axhline(1 / len(load), ls="--", c="k", lw=1, label="uniform")
         ax.set_title(n)
         ax.set_xlabel("expert")
