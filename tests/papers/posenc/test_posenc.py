@@ -42,6 +42,16 @@ def test_model_and_presets_reject_bad_input():
         CharLMConfig.preset("tiny", "xpos")
 
 
+def test_learned_init_scale_of_the_ablation():
+    torch.manual_seed(0)
+    default = CharLM(CharLMConfig.preset("tiny", "learned")).encoder.abs_pos.weight.std().item()
+    name, std = recipe.VARIANTS["learned-wide"]
+    wide = CharLM(CharLMConfig.preset("tiny", "none").with_position(name, std)).encoder.abs_pos.weight.std().item()
+    assert abs(default - 0.02) < 0.005 and abs(wide - std) < 0.1
+    with pytest.raises(ValueError, match="learned_init_std must be > 0"):
+        CharLMConfig.preset("tiny", "none").with_position("learned", 0.0)
+
+
 def test_causal_model_does_not_look_ahead():
     torch.manual_seed(0)
     model = CharLM(CharLMConfig.preset("tiny", "alibi")).eval()

@@ -22,9 +22,11 @@ ENCODINGS = POSITIONS  # ("none", "sinusoidal", "learned", "t5", "rotary", "alib
 @dataclass(frozen=True)
 class CharLMConfig:
     """A character LM: ``vocab_size`` symbols, ``transformer`` the stack (its ``max_len`` is the training length,
-    the number of learned positions). ``causal=False`` builds a bidirectional encoder (the permutation test)."""
+    the number of learned positions). ``causal=False`` builds a bidirectional encoder (the permutation test).
+    ``learned_init_std``: init std of a learned position table (0.02 as GPT/BERT; the sinusoid's rms is 0.71)."""
 
     vocab_size: int = 65
+    learned_init_std: float = 0.02
     transformer: TransformerConfig = field(default_factory=lambda: TransformerConfig(
         dim=128, depth=4, num_heads=4, prenorm=True, position="none", max_len=128, causal=True))
 
@@ -41,8 +43,11 @@ class CharLMConfig:
                               t5_max_distance=sizes[name]["max_len"])
         return cls(vocab_size=vocab_size, transformer=t)
 
-    def with_position(self, position: str) -> CharLMConfig:
-        return replace(self, transformer=replace(self.transformer, position=position))
+    def with_position(self, position: str, learned_init_std: float = 0.02) -> CharLMConfig:
+        if not learned_init_std > 0:
+            raise ValueError(f"learned_init_std must be > 0, got {learned_init_std}")
+        return replace(self, transformer=replace(self.transformer, position=position),
+                       learned_init_std=learned_init_std)
 
 
 class CharLM(nn.Module):
@@ -58,6 +63,8 @@ class CharLM(nn.Module):
         t = cfg.transformer
         self.embed = TokenEmbeddings(cfg.vocab_size, t.dim, position="none", type_vocab_size=0, norm_eps=None)
         self.encoder = TransformerEncoder(t)
+        if t.position == "learned" and cfg.learned_init_std != 0.02:  # the table's own init is std 0.02
+            nn.init.normal_(self.encoder.abs_pos.weight, std=cfg.learned_init_std)
         self.head = nn.Linear(t.dim, cfg.vocab_size, bias=False)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:

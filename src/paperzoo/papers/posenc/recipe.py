@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from paperzoo.data import load_tinyshakespeare
 from paperzoo.report import compare, mean_ci, new_run_dir, plot_bars_with_ci, plot_metrics, write_config, write_result
-from paperzoo.train import TrainConfig, Trainer, seed_everything
+from paperzoo.train import TrainConfig, Trainer, load_latest, seed_everything
 
 from .model import ENCODINGS, CharLM, CharLMConfig
 
@@ -33,6 +33,9 @@ CLAIM = ("Sinusoidal and learned positional encodings give nearly identical resu
          "inputs, learned absolute positions cannot, and a causal LM learns without any positional encoding.")
 EQUIV_TOL = 0.02  # sinusoidal vs learned at L: "nearly identical" = the difference's CI within +-2% of ppl
 FACTORS = (1, 2, 4)
+# Ablation: learned positions initialised at the sinusoid's scale (rms 1/sqrt(2)) instead of GPT/BERT's std 0.02.
+VARIANTS = {"learned-wide": ("learned", 0.5 ** 0.5)}
+STUDY = ENCODINGS + tuple(VARIANTS)
 NA_LEARNED = "n/a (cannot extrapolate beyond max_len)"
 
 
@@ -42,7 +45,7 @@ class Preset:
     seeds: int
     train: TrainConfig
     eval_windows: int  # windows of 4L characters of validation text
-    encodings: tuple[str, ...] = ENCODINGS
+    encodings: tuple[str, ...] = STUDY
 
 
 PRESETS = {
@@ -153,14 +156,14 @@ def train_one(encoding: str, seed: int, preset: str | Preset, run_dir: Path, res
     """Train and evaluate one (encoding, seed) in ``run_dir/<encoding>/seed-<seed>/``; returns (and caches in
     ``seed_result.json``) ``{"encoding", "seed", "ppl": {n: ...}, "pos_loss", "train_seconds", "final_loss"}``."""
     p = PRESETS[preset] if isinstance(preset, str) else preset
-    if encoding not in ENCODINGS:
-        raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")
+    if encoding not in STUDY:
+        raise ValueError(f"encoding must be one of {STUDY}, got {encoding!r}")
     out_dir = Path(run_dir) / encoding / f"seed-{seed}"
     done = out_dir / "seed_result.json"
     if resume and done.is_file():
         return json.loads(done.read_text())
     vocab, base, train, val = _data(p)
-    cfg = base.with_position(encoding)
+    cfg = base.with_position(*VARIANTS.get(encoding, (encoding, 0.02)))
     L = cfg.transformer.max_len
     val_short = val[: min(len(val), 16 * L + 1)]
     seed_everything(seed)
@@ -194,6 +197,19 @@ def permutation_check(preset: str | Preset, seed: int = 0) -> dict[str, float]:
         x = torch.randint(0, cfg.vocab_size, (4, cfg.transformer.max_len), generator=gen)
         perm = torch.randperm(x.shape[1], generator=gen)
         out[name] = float((model(x[:, perm]) - model(x)[:, perm]).abs().max())
+    return out
+
+
+def table_scales(run_dir: Path, encoding: str, seeds: int) -> dict[str, list[float]]:
+    """Root-mean-square of the trained token table and of the learned position table (final checkpoints)."""
+    out: dict[str, list[float]] = {"token_rms": [], "position_rms": []}
+    for s in range(seeds):
+        found = load_latest(Path(run_dir) / encoding / f"seed-{s}")
+        if found is None:
+            continue
+        model = found[0]["model"]
+        out["token_rms"].append(float(model["embed.word.weight"].pow(2).mean().sqrt()))
+        out["position_rms"].append(float(model["encoder.abs_pos.weight"].pow(2).mean().sqrt()))
     return out
 
 
@@ -233,7 +249,7 @@ def _plot_lengths(results: dict[str, list[dict]], L: int, path: Path) -> Path:
     return path
 
 
-def _plot_positions(results: dict[str, list[dict]], L: int, path: Path, bin_size: int = 8) -> Path:
+def _plot_positions(results: dict[str, list[dict]], L: int, path: Path, bin_size: int = 16) -> Path:
     """Seed-mean next-character loss against position in 4L windows (learned: its L windows)."""
     from matplotlib.figure import Figure
 
@@ -250,7 +266,6 @@ def _plot_positions(results: dict[str, list[dict]], L: int, path: Path, bin_size
     ax.axvline(L, color="#555555", linestyle="--", linewidth=1, label="training length L")
     ax.set_xlabel("position in the evaluation window")
     ax.set_ylabel(f"next-character loss (nats, mean of {bin_size} positions)")
-    ax.set_yscale("log")
     ax.set_title("Loss by position at 4L (seed mean)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="small")
@@ -272,8 +287,8 @@ def _table(results: dict[str, list[dict]], L: int) -> str:
     return "\n".join(rows)
 
 
-def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float],
-              unigram: float) -> tuple[str, dict, str]:
+def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float], unigram: float,
+              scales: dict[str, dict[str, list[float]]]) -> tuple[str, dict, str]:
     """The verdict on the headline claim (sinusoidal ~ learned at L) and a reading of each secondary claim."""
     def ppl(enc, f):
         return [r["ppl"][str(f * L)] for r in results.get(enc, [])]
@@ -293,6 +308,21 @@ def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float],
         lines.append(f"- **Vaswani et al.: sinusoidal ~ learned at L.** Difference of mean ppl {c.diff:+.3f} "
                      f"(95% Welch CI {c.lo:+.3f} to {c.hi:+.3f}); equivalence band +-{tol:.3f} "
                      f"({EQUIV_TOL:.0%} of learned's ppl) -> **{verdict}**.")
+    for enc, sc in scales.items():
+        if sc["position_rms"]:
+            tok, pos = mean_ci(sc["token_rms"]).mean, mean_ci(sc["position_rms"]).mean
+            details[f"{enc}: trained table rms (token, position)"] = f"{tok:.3f}, {pos:.3f}"
+            lines.append(f"- **Trained table scales, {enc}:** token embeddings rms {tok:.3f}, learned positions rms "
+                         f"{pos:.3f} (the sinusoid's rms is 0.707).")
+    if {"sinusoidal", "learned-wide"} <= results.keys():
+        c = compare(ppl("sinusoidal", 1), ppl("learned-wide", 1), higher_is_better=False)
+        tol = EQUIV_TOL * mean_ci(ppl("learned-wide", 1)).mean
+        inside = ("inside" if -tol < c.lo and c.hi < tol else "outside" if c.lo > tol or c.hi < -tol
+                  else "overlapping")
+        details["sinusoidal - learned-wide ppl at L"] = str(c)
+        lines.append(f"- **Ablation: learned positions initialised at the sinusoid's scale** (std 0.707, "
+                     f"`learned-wide`): sinusoidal minus learned-wide ppl at L {c.diff:+.3f} (95% CI {c.lo:+.3f} to "
+                     f"{c.hi:+.3f}), {inside} the +-{tol:.3f} equivalence band.")
     for enc in ("t5", "rotary", "alibi", "sinusoidal", "none"):
         if enc in results and all(v is not None for v in ppl(enc, 4)):
             details[f"{enc}: ppl 4L / ppl L"] = str(mean_ci(ratio(enc)))
@@ -345,7 +375,8 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     perm = permutation_check(p)
     _, _, train, val = _data(p)
     unigram = unigram_ppl(train, val, model_cfg.vocab_size)
-    verdict, details, reading = _readings(results, L, perm, unigram)
+    scales = {enc: table_scales(run_dir, enc, n_seeds) for enc in results if enc.startswith("learned")}
+    verdict, details, reading = _readings(results, L, perm, unigram, scales)
     measurements = {}
     for enc, rs in results.items():
         for f in FACTORS:
