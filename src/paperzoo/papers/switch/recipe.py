@@ -32,7 +32,8 @@ CLAIM = ("At equal FLOPs per token and equal training steps, a Switch Transforme
 
 @dataclass(frozen=True)
 class RecipeConfig:
-    """The whole reproduction; presets ``tiny`` (smoke test, ~a minute on CPU) and ``small`` (hours on CPU)."""
+    """The whole reproduction; presets ``tiny`` (smoke test, ~a minute on CPU), ``mini`` (3 seeds of a 64-d model,
+    minutes) and ``small`` (the laptop reproduction, hours on CPU)."""
 
     preset: str = "small"
     model: str = "small"
@@ -60,6 +61,9 @@ PRESETS = {
     "tiny": RecipeConfig(preset="tiny", model="tiny", vocab_size=512, seq_len=32, batch_size=16, steps=60, lr=3e-3,
                          warmup_steps=5, eval_every=20, eval_tokens=4096, eval_batch=32, tokenizer_docs=200,
                          train_docs=400, experts=(4,), seeds=1, ablation_experts=4, cf_sweep=(1.0, 1.25)),
+    "mini": RecipeConfig(preset="mini", model="tiny", vocab_size=2048, seq_len=64, batch_size=16, steps=400, lr=2e-3,
+                         warmup_steps=20, eval_every=50, eval_tokens=16384, tokenizer_docs=2000, train_docs=4000,
+                         experts=(8,), seeds=3, ablation_experts=8, cf_sweep=(1.0, 2.0)),
     "small": RecipeConfig(),
 }
 
