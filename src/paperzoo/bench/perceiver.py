@@ -9,7 +9,8 @@ transformer stops once its projected next step (quadratic extrapolation) would e
 (``PAPERZOO_PERCEIVER_BUDGET_S``, default 120 s per fwd+bwd). Peak memory is the rise of the process's maximum
 resident set during one fwd+bwd, measured in a fresh subprocess per case (``PAPERZOO_BENCH_MEMORY=0`` skips it).
 Slopes are least-squares fits of log time on log M, from the best of the repeats (the machine is shared; medians
-are in the meta too).
+are in the meta too); FLOP slopes over 4k..64k for both models (counted on the meta device, no compute) give the
+load-independent cost curve.
 
 (b) bytes, 64 latents x 256, 4 self-attention layers, seq 2048, batch 8, byte width d_model 256 (HF's default
 768 is selectable), HF's other defaults (8 cross-attention heads, qk width from the input), dropout 0, training
@@ -128,6 +129,21 @@ def loglog_slope(lengths, times) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(xs, ys, strict=True)) / sum((a - mx) ** 2 for a in xs)
 
 
+def flop_scaling(lengths=LENGTHS) -> dict[str, Any]:
+    """fwd+bwd FLOPs of both models at every length, counted on the meta device (no compute, so also where the
+    transformer was too slow to time), with their log-log slopes over 4k..64k: the load-independent cost curve."""
+    models = {k: m.to("meta") for k, m in build_scaling_models().items()}
+    flops: dict[str, dict[int, int]] = {k: {} for k in models}
+    for m in lengths:
+        x = torch.zeros(1, m, CHANNELS, device="meta")
+        y = torch.zeros(1, dtype=torch.long, device="meta")
+        for k, model in models.items():
+            flops[k][m] = count_flops(_step(k, model, x, y))
+    big = [m for m in lengths if 4096 <= m <= 65536]
+    return {"flops": flops, **{f"{k}_flop_slope_4k_64k": loglog_slope(big, [flops[k][m] for m in big])
+                               for k in models}}
+
+
 def scaling(lengths=LENGTHS, repeats: int | None = None, budget_s: float | None = None,
             memory: bool | None = None, peak: float | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     """Part (a): rows per length, ``ours`` = Perceiver, peer = transformer (absent where it was stopped)."""
@@ -175,6 +191,7 @@ def scaling(lengths=LENGTHS, repeats: int | None = None, budget_s: float | None 
         "transformer_slope_range": [min(t_range), max(t_range)] if t_range else None,
         "perceiver_slope_all": loglog_slope(list(times["perceiver"]), list(times["perceiver"].values())),
         "transformer_stopped_at": stopped_at,
+        **flop_scaling(lengths),
         "transformer_budget_s": budget_s,
         "median_s": times,
         "best_s": best,

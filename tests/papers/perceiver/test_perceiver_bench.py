@@ -20,3 +20,9 @@ def test_models_have_similar_size_and_scaling_rows():
     assert [r.extra["length"] for r in rows] == [32, 64]
     assert rows[0].peer == "transformer" and rows[1].peer_ms is None  # stopped by the (tiny) budget
     assert meta["transformer_stopped_at"] == 64 and meta["params"] == n
+
+
+def test_flop_slopes_linear_vs_quadratic():
+    meta = bench.flop_scaling(lengths=(4096, 16384, 65536))
+    assert meta["perceiver_flop_slope_4k_64k"] <= 1.0
+    assert meta["transformer_flop_slope_4k_64k"] >= 1.7
