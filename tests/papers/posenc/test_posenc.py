@@ -122,7 +122,7 @@ def test_resume_reuses_a_finished_run(tmp_path):
 def test_registered_and_bad_arguments_refused(tmp_path):
     paper = registry.get("posenc")
     assert paper.arxiv == "1706.03762" and "posenc" in paper.recipes
-    with pytest.raises(ValueError, match="valid: small, tiny"):
+    with pytest.raises(ValueError, match="valid: small, longer, tiny"):
         recipe.run(preset="huge", out=tmp_path)
     with pytest.raises(ValueError, match="seeds must be an int >= 1"):
         recipe.run(preset="tiny", seeds=0, out=tmp_path)

@@ -53,6 +53,11 @@ PRESETS = {
                     train=TrainConfig(steps=400, batch_size=16, lr=3e-3, weight_decay=0.01, warmup_steps=30,
                                       schedule="cosine", min_lr_ratio=0.1, eval_every=200, ckpt_every=100,
                                       log_every=20)),
+    # Diagnostic: does the sinusoidal-vs-learned gap close with twice the steps? (one seed; no CI)
+    "longer": Preset(model="small", seeds=1, eval_windows=64, encodings=("sinusoidal", "learned", "learned-wide"),
+                     train=TrainConfig(steps=800, batch_size=16, lr=3e-3, weight_decay=0.01, warmup_steps=30,
+                                       schedule="cosine", min_lr_ratio=0.1, eval_every=400, ckpt_every=200,
+                                       log_every=20)),
     "tiny": Preset(model="tiny", seeds=2, eval_windows=4,
                    train=TrainConfig(steps=40, batch_size=16, lr=1e-2, warmup_steps=4, eval_every=0, ckpt_every=20,
                                      log_every=5)),
