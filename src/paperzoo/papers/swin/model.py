@@ -208,8 +208,8 @@ class WindowAttention(nn.Module):
         bias = self.bias(math.isqrt(n)).to(q.dtype)
         if mask is None:
             attn_mask = bias[None]
-        else:  # one mask per window, repeated over the batch: (B*nW, heads, N, N)
-            attn_mask = (mask[:, None] + bias).expand(b, -1, -1, -1, -1).reshape(b * nw, -1, n, n)
+        else:  # one mask per window, repeated over the batch, plus the bias, in one op: (B*nW, heads, N, N)
+            attn_mask = torch.add(mask[None, :, None].expand(b, -1, -1, -1, -1), bias).view(b * nw, -1, n, n)
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
                                            dropout_p=self.attn_drop if self.training else 0.0)
         return self.proj(rearrange(o, "(b w) h n d -> b w n (h d)", b=b))

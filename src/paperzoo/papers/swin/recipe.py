@@ -162,9 +162,23 @@ def slope(xs: list[float], ys: list[float]) -> float:
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly, strict=True)) / sum((a - mx) ** 2 for a in lx)
 
 
-def cost_scaling(preset: Preset, log=print) -> dict:
+def cost_scaling(preset: Preset, log=print, threads: int | None = 1) -> dict:
     """FLOPs (analytic forward MACs x 2 x 3 for fwd+bwd), median time and activation bytes of a batch-1
-    forward+backward for the preset's scaling Swin and ViT at each size; plus log-log slopes vs pixels."""
+    forward+backward for the preset's scaling Swin and ViT at each size; plus log-log slopes vs pixels.
+
+    ``threads`` (default 1) fixes torch's thread count while timing: on a shared, loaded machine two OpenMP
+    threads wait on each other at every op, which inflates op-heavy models' times by a load-dependent factor.
+    """
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _cost_scaling(preset, log)
+    finally:
+        torch.set_num_threads(old_threads)
+
+
+def _cost_scaling(preset: Preset, log) -> dict:
     torch.manual_seed(0)
     models = {"swin": SwinForImageClassification(preset.scaling_swin).train(), "vit": ViT(preset.scaling_vit).train()}
     flops = {"swin": lambda s: 6 * swin_flops(preset.scaling_swin, s, s),
@@ -282,9 +296,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
 
 def write_scaling(path: Path = Path("benchmarks/swin.scaling.json"), preset: str = "small") -> dict:
     """Measure :func:`cost_scaling` for ``preset`` and write it as JSON plus a Markdown table beside it."""
-    scaling = cost_scaling(PRESETS[preset])
+    scaling = cost_scaling(PRESETS[preset], threads=1)
     scaling["command"] = "python -m paperzoo.papers.swin.recipe"
-    scaling["torch_threads"] = torch.get_num_threads()
+    scaling["torch_threads"] = 1
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(scaling, indent=2) + "\n")
     lines = ["| model | size | GFLOP (fwd+bwd) | seconds | activation MiB |", "|---|---|---|---|---|"]
