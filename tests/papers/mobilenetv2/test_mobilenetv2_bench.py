@@ -1,8 +1,11 @@
 """The MobileNetV2 bench runs and reports rows with ratios (small sizes here; the real run is `paperzoo bench`)."""
 
+import pytest
+
 from paperzoo.bench.mobilenetv2 import run
 
 
+@pytest.mark.slow
 def test_bench_rows(monkeypatch):
     monkeypatch.setenv("PAPERZOO_BENCH_QUICK", "1")
     rows, meta = run(sizes=(32,), batches=(1,), train_batch=2, train_size=32, width=0.35)
