@@ -78,19 +78,19 @@ PRESETS: dict[str, Preset] = {
                              eval_every=20, ckpt_every=20, log_every=10, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, max_steps=4, batch_size=16, max_len=32, max_train=64, max_test=64),
         vocab_size=1000, seq_len=64, docs=300, eval_docs=30, seeds=2),
-    # minutes: the demo (estimate on a quiet 2-core machine: ~0.25 s per pretraining step, ~12 min in all)
+    # minutes: the demo (estimate on a quiet 2-core machine: ~0.3 s per pretraining step, ~15 min in all)
     "quick": Preset(
         model=_model(embedding_dim=64, dim=128, depth=4, num_heads=2, ffn_dim=512, generator_size=0.25),
         pretrain=TrainConfig(steps=300, batch_size=32, lr=1e-3, warmup_steps=30, schedule="linear",
                              weight_decay=0.01, eval_every=100, ckpt_every=100, log_every=10, device="cpu"),
-        finetune=FinetuneConfig(lr=5e-4, epochs=2.0, max_steps=100, batch_size=32, max_len=64, max_train=2000),
+        finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=200, batch_size=32, max_len=64, max_train=4000),
         vocab_size=8000, seq_len=128, docs=5000, seeds=3),
-    # about an hour on 2 cores (estimate: 2 x 3 pretraining runs of ~6 min, 36 fine-tuning runs of ~20 s)
+    # about an hour on 2 cores (estimate: 2 x 3 pretraining runs of ~7 min, 36 fine-tuning runs of ~25 s)
     "full": Preset(
         model=_model(embedding_dim=64, dim=128, depth=4, num_heads=2, ffn_dim=512, generator_size=0.25),
         pretrain=TrainConfig(steps=1500, batch_size=32, lr=1e-3, warmup_steps=150, schedule="linear",
                              weight_decay=0.01, eval_every=250, ckpt_every=250, log_every=25, device="cpu"),
-        finetune=FinetuneConfig(lr=5e-4, epochs=2.0, max_steps=300, batch_size=32, max_len=64, max_train=8000),
+        finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=400, batch_size=32, max_len=64, max_train=8000),
         vocab_size=12000, seq_len=128, docs=None, seeds=3),
 }
 
