@@ -11,6 +11,7 @@ from paperzoo.bench.results import BenchResult, as_rows, bench_meta, print_table
 # Core benches: name -> "module:function" (or a callable). Papers add theirs through Paper.benches.
 BENCHES: dict[str, str | Callable[[], Any]] = {
     "peak": "paperzoo.bench.core:peak",
+    "encoder": "paperzoo.bench.encoder:encoder",
 }
 
 
