@@ -1,0 +1,498 @@
+"""Funnel-Transformer (Dai, Lai, Yang & Le, 2020): pooled-query attention, relative attention, upsampling decoder.
+
+The encoder is a stack of blocks; every block after the first starts by pooling the hidden states to half length
+(sec. 2.2). In that first layer the pooled states are the queries only (``pool_q_only``), keys and values stay at
+full length: ``h <- LayerNorm(h' + S-Attn(Q=h', KV=h))``, ``h' = Pool(h)`` (eq. 5). [CLS] is kept out of pooling
+(``separate_cls``). The decoder (sec. 2.3) upsamples the last block's output by repetition, adds the first block's
+full-length output and runs ``num_decoder_layers`` full-length layers, so token-level objectives (ELECTRA) work.
+
+Attention is Transformer-XL style relative attention with a segment (token-type) term (appendix A.2)::
+
+    score_ij = (q_i + u)^T k_j  +  (q_i + v)^T W_r r(p_i - p_j)  +  (q_i + w)^T s_{[type_i == type_j]}
+
+all divided by sqrt(d_head). The content term goes through ``scaled_dot_product_attention`` (queries ``q + u``); the
+positional and token-type terms, and the padding mask, form one additive float bias passed as ``attn_mask``
+(pre-multiplied by the same 1/sqrt(d_head) since SDPA only scales ``q k^T``). The positional term has the two
+formulations of the official code: ``rel_shift`` (A.2.1: score against every relative distance, then the
+Transformer-XL shift) and ``factorized`` (A.2.2: ``r(i-j)`` expanded with sin/cos addition formulas into
+query-side ``phi, pi`` and key-side ``psi, omega``). They agree (tested).
+
+Parameter names follow Hugging Face's ``modeling_funnel`` so conversion is a plain state-dict copy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import nn
+
+from paperzoo.nn.outputs import BaseModelOutput, ClassifierOutput
+
+__all__ = ["FunnelConfig", "parse_blocks", "FunnelModel", "FunnelBase", "FunnelClassifier", "FunnelEncoder",
+           "FunnelDecoder", "pool_tensor", "stride_pool", "pool_positions", "upsample", "relative_position_bias"]
+
+MASK_VALUE = 1e6  # the official code's INF: padded keys get score - 1e6 (finite, so an all-pad row stays finite)
+CLS_TYPE_ID = 2  # a token type id that counts as "same segment" as every other token (official code)
+
+
+def parse_blocks(layout: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``"6-3x2-3x2"`` -> block sizes ``(6, 3, 3)`` and repeats ``(1, 2, 2)`` (``NxR``: N layers, each applied R times
+    in a row with shared weights, as Hugging Face / the official PyTorch code do)."""
+    if not isinstance(layout, str) or not layout:
+        raise ValueError(f"block layout must be a string like '4-4-4' or '6-3x2-3x2', got {layout!r}")
+    sizes, repeats = [], []
+    for part in layout.split("-"):
+        n, _, r = part.partition("x")
+        if not n.isdigit() or int(n) < 1 or (r and (not r.isdigit() or int(r) < 1)):
+            raise ValueError(f"block layout must be a string like '4-4-4' or '6-3x2-3x2', got {layout!r}")
+        sizes.append(int(n))
+        repeats.append(int(r) if r else 1)
+    return tuple(sizes), tuple(repeats)
+
+
+@dataclass(frozen=True)
+class FunnelConfig:
+    """Funnel hyper-parameters. ``blocks`` is the paper's layout string (B6-6-6 -> ``"6-6-6"``)."""
+
+    vocab_size: int = 30522
+    blocks: str = "6-6-6"
+    d_model: int = 768
+    n_head: int = 12
+    d_head: int = 64
+    d_ff: int = 3072
+    num_decoder_layers: int = 2
+    activation: str = "gelu_new"  # tanh-approximated GELU (official); "gelu" for the exact one
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    activation_dropout: float = 0.0
+    layer_norm_eps: float = 1e-9
+    pooling: str = "mean"  # "mean" (paper) or "max"
+    attention_type: str = "rel_shift"  # or "factorized"
+    separate_cls: bool = True
+    truncate_seq: bool = True
+    pool_q_only: bool = True
+    pad_token_id: int | None = None
+    num_labels: int = 2
+
+    def __post_init__(self) -> None:
+        parse_blocks(self.blocks)
+        if self.pooling not in ("mean", "max"):
+            raise ValueError(f"pooling must be 'mean' or 'max', got {self.pooling!r}")
+        if self.attention_type not in ("rel_shift", "factorized"):
+            raise ValueError(f"attention_type must be 'rel_shift' or 'factorized', got {self.attention_type!r}")
+        if self.activation not in ("gelu_new", "gelu", "relu"):
+            raise ValueError(f"activation must be 'gelu_new', 'gelu' or 'relu', got {self.activation!r}")
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even (sin/cos halves), got {self.d_model}")
+
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        return parse_blocks(self.blocks)[0]
+
+    @property
+    def block_repeats(self) -> tuple[int, ...]:
+        return parse_blocks(self.blocks)[1]
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> FunnelConfig:
+        """``tiny`` (tests), ``small`` (laptop reproduction), ``base`` (B6-6-6, paper's base scale), ``large``
+        (B8-8-8, d=1024)."""
+        presets = {
+            "tiny": cls(vocab_size=100, blocks="1-1", d_model=32, n_head=2, d_head=16, d_ff=64, num_decoder_layers=1),
+            "small": cls(vocab_size=8192, blocks="2-2-2", d_model=256, n_head=4, d_head=64, d_ff=1024),
+            "base": cls(),
+            "large": cls(blocks="8-8-8", d_model=1024, n_head=16, d_head=64, d_ff=4096),
+        }
+        if name not in presets:
+            raise ValueError(f"preset must be one of {sorted(presets)}, got {name!r}")
+        return replace(presets[name], **overrides)
+
+
+# ----------------------------------------------------------------------------------------------------------- pooling
+
+def stride_pool(x: torch.Tensor, separate_cls: bool, truncate_seq: bool) -> torch.Tensor:
+    """Keep every second entry along the last axis (token types, masks of indices), [CLS] kept in front.
+
+    ``(..., T) -> (..., T')`` with ``T'`` = :func:`pooled_length`.
+    """
+    if separate_cls:
+        x = torch.cat([x[..., :1], x], dim=-1)
+        return x[..., :-1:2] if truncate_seq else x[..., ::2]
+    return x[..., ::2]
+
+
+def pool_tensor(x: torch.Tensor, mode: str, separate_cls: bool, truncate_seq: bool) -> torch.Tensor:
+    """Pool (batch, seq, dim) or (batch, seq) with window = stride = 2 (partial last window kept, eq. 5).
+
+    With ``separate_cls`` [CLS] is pooled with itself only (the sequence is ``[CLS, CLS, x_1, ...]``), and
+    ``truncate_seq`` drops the last token first so that ``T-1`` content tokens pair up. ``mode``: mean, max, min
+    (min pools the attention mask: a pooled slot is valid only if all its tokens are).
+    """
+    if separate_cls:
+        x = torch.cat([x[:, :1], x[:, :-1] if truncate_seq else x], dim=1)
+    flat = x.ndim == 2
+    h = rearrange(x, "b t -> b 1 t") if flat else rearrange(x, "b t d -> b d t")
+    if mode == "mean":
+        h = F.avg_pool1d(h, 2, 2, ceil_mode=True)
+    elif mode == "max":
+        h = F.max_pool1d(h, 2, 2, ceil_mode=True)
+    elif mode == "min":
+        h = -F.max_pool1d(-h, 2, 2, ceil_mode=True)
+    else:
+        raise ValueError(f"pooling mode must be 'mean', 'max' or 'min', got {mode!r}")
+    return rearrange(h, "b 1 t -> b t") if flat else rearrange(h, "b d t -> b t d")
+
+
+def pool_positions(pos: list[int], new_stride: int, separate_cls: bool, truncate_seq: bool) -> list[int]:
+    """Positions of the pooled tokens: every second one; [CLS] placed one (new) stride before the first content token
+    so the positions stay an arithmetic progression (needed by ``rel_shift``; [CLS]'s relative terms are zeroed)."""
+    if separate_cls:
+        rest = pos[1:-1] if truncate_seq else pos[1:]
+        return [1 - new_stride] + rest[::2]
+    return pos[::2]
+
+
+def upsample(x: torch.Tensor, stride: int, target_len: int, separate_cls: bool, truncate_seq: bool) -> torch.Tensor:
+    """Decoder upsampling (sec. 2.3): repeat each pooled token ``stride`` times; [CLS] kept alone in front.
+
+    (batch, seq', dim) -> (batch, target_len, dim).
+    """
+    if stride == 1:
+        return x
+    if separate_cls:
+        cls, x = x[:, :1], x[:, 1:]
+    out = torch.repeat_interleave(x, stride, dim=1)
+    if separate_cls:
+        if truncate_seq:
+            out = F.pad(out, (0, 0, 0, stride - 1))
+        return torch.cat([cls, out[:, :target_len - 1]], dim=1)
+    return out[:, :target_len]
+
+
+# ------------------------------------------------------------------------------------------------------ attention
+
+@dataclass
+class AttentionInputs:
+    """What one attention layer needs besides hidden states: query/key positions (arithmetic progressions with steps
+    ``q_stride``/``k_stride``), token types (batch, I)/(batch, J), the key padding mask (batch, J) in {0, 1}."""
+
+    q_pos: list[int]
+    k_pos: list[int]
+    q_stride: int
+    k_stride: int
+    q_types: torch.Tensor
+    k_types: torch.Tensor
+    k_mask: torch.Tensor
+
+
+def _inv_freq(d_model: int, device, dtype) -> torch.Tensor:
+    half = d_model // 2
+    return 1.0 / (10000 ** (torch.arange(half, device=device, dtype=dtype) / half))
+
+
+def relative_position_bias(qv: torch.Tensor, r_kernel: torch.Tensor, inputs: AttentionInputs,
+                           attention_type: str) -> torch.Tensor:
+    """The positional term ``(q_i + v)^T W_r r(p_i - p_j)`` with ``r(d) = [sin(d w), cos(d w)]``, unscaled.
+
+    ``qv``: (batch, I, heads, d_head) = q + v; ``r_kernel``: (d_model, heads, d_head). Returns (batch, heads, I, J).
+    """
+    d_model = r_kernel.shape[0]
+    dev, dt = qv.device, qv.dtype
+    inv = _inv_freq(d_model, dev, dt)
+    if attention_type == "factorized":
+        # A.2.2: sin(a-b) = sin a cos b - cos a sin b, cos(a-b) = sin a sin b + cos a cos b
+        qa = torch.tensor(inputs.q_pos, device=dev, dtype=dt)[:, None] * inv
+        ka = torch.tensor(inputs.k_pos, device=dev, dtype=dt)[:, None] * inv
+        phi = torch.cat([qa.sin(), qa.sin()], -1)  # (I, D)
+        pi = torch.cat([qa.cos(), qa.cos()], -1)
+        psi = torch.cat([ka.cos(), ka.sin()], -1)  # (J, D)
+        omega = torch.cat([-ka.sin(), ka.cos()], -1)
+        qw = torch.einsum("binh,dnh->bind", qv, r_kernel)  # (B, I, N, D)
+        return (torch.einsum("bind,jd->bnij", qw * phi[:, None], psi)
+                + torch.einsum("bind,jd->bnij", qw * pi[:, None], omega))
+    # A.2.1: score against every distance max_dist, max_dist - k_stride, ..., then shift row i left by shift*(I-i)
+    n_q, n_k = len(inputs.q_pos), len(inputs.k_pos)
+    shift = inputs.q_stride // inputs.k_stride
+    ref = inputs.q_pos[0] - inputs.k_pos[0]
+    max_dist = ref + shift * n_q * inputs.k_stride
+    min_dist = inputs.q_pos[0] - inputs.k_pos[-1]
+    dist = torch.arange(max_dist, min_dist - 1, -inputs.k_stride, device=dev).to(dt)  # (R,), R = shift*I + J
+    ang = dist[:, None] * inv
+    r = torch.cat([ang.sin(), ang.cos()], -1)  # (R, D)
+    r_head = torch.einsum("td,dnh->tnh", r, r_kernel)
+    score = torch.einsum("binh,tnh->bnit", qv, r_head)  # (B, N, I, R)
+    b, n, i, t = score.shape
+    # flat index i*R + t; dropping the first shift*I entries of the (R, I) view maps [i, j] to t = shift*(I-i) + j
+    score = score.reshape(b, n, t, i)[:, :, shift:].reshape(b, n, i, t - shift)
+    return score[..., :n_k]
+
+
+class FunnelRelMultiheadAttention(nn.Module):
+    """Relative multi-head attention with the token-type term; post-norm residual on the (possibly pooled) query."""
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d, n, h = cfg.d_model, cfg.n_head, cfg.d_head
+        self.q_head = nn.Linear(d, n * h, bias=False)
+        self.k_head = nn.Linear(d, n * h)
+        self.v_head = nn.Linear(d, n * h)
+        self.r_w_bias = nn.Parameter(torch.zeros(n, h))  # u: content bias
+        self.r_r_bias = nn.Parameter(torch.zeros(n, h))  # v: position bias
+        self.r_kernel = nn.Parameter(torch.zeros(d, n, h))  # W_r
+        self.r_s_bias = nn.Parameter(torch.zeros(n, h))  # w: segment bias
+        self.seg_embed = nn.Parameter(torch.zeros(2, n, h))  # s_0 (different segment), s_1 (same segment)
+        self.post_proj = nn.Linear(n * h, d)
+        self.layer_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def bias(self, q: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
+        """Additive SDPA mask (batch, heads, I, J): scaled positional + token-type terms and the padding mask."""
+        pos = relative_position_bias(q + self.r_r_bias, self.r_kernel, inputs, self.cfg.attention_type)
+        seg = torch.einsum("binh,snh->bnis", q + self.r_s_bias, self.seg_embed)  # (B, N, I, 2)
+        qt, kt = inputs.q_types, inputs.k_types
+        same = (qt[:, :, None] == kt[:, None]) | (qt == CLS_TYPE_ID)[:, :, None] | (kt == CLS_TYPE_ID)[:, None]
+        tt = torch.where(same[:, None], seg[..., 1:], seg[..., :1])
+        rel = pos + tt
+        if self.cfg.separate_cls:  # [CLS] has no position/segment relation to anything (official cls_mask)
+            keep = torch.ones(rel.shape[-2:], device=rel.device, dtype=rel.dtype)
+            keep[0, :] = 0
+            keep[:, 0] = 0
+            rel = rel * keep
+        pad = (1.0 - inputs.k_mask.to(rel.dtype)) * MASK_VALUE
+        return rel / math.sqrt(self.cfg.d_head) - pad[:, None, None, :]
+
+    def forward(self, query: torch.Tensor, kv: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
+        """``query`` (batch, I, d_model), ``kv`` (batch, J, d_model) -> (batch, I, d_model)."""
+        n = self.cfg.n_head
+        q = rearrange(self.q_head(query), "b i (n h) -> b i n h", n=n)
+        k = rearrange(self.k_head(kv), "b j (n h) -> b n j h", n=n)
+        v = rearrange(self.v_head(kv), "b j (n h) -> b n j h", n=n)
+        mask = self.bias(q, inputs)
+        out = F.scaled_dot_product_attention(rearrange(q + self.r_w_bias, "b i n h -> b n i h"), k, v, attn_mask=mask,
+                                             dropout_p=self.cfg.attention_dropout if self.training else 0.0)
+        out = self.dropout(self.post_proj(rearrange(out, "b n i h -> b i (n h)")))
+        return self.layer_norm(query + out)
+
+
+class FunnelPositionwiseFFN(nn.Module):
+    """``LayerNorm(h + W_2 act(W_1 h))``."""
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.linear_1 = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.linear_2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.activation_dropout = nn.Dropout(cfg.activation_dropout)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.act = {"gelu_new": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu, "relu": F.relu}[cfg.activation]
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        y = self.linear_2(self.activation_dropout(self.act(self.linear_1(h))))
+        return self.layer_norm(h + self.dropout(y))
+
+
+class FunnelLayer(nn.Module):
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.attention = FunnelRelMultiheadAttention(cfg)
+        self.ffn = FunnelPositionwiseFFN(cfg)
+
+    def forward(self, query: torch.Tensor, kv: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
+        return self.ffn(self.attention(query, kv, inputs))
+
+
+class FunnelEmbeddings(nn.Module):
+    """Word embeddings + LayerNorm + dropout; no absolute positions (they are relative, in attention)."""
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_token_id)
+        self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.layer_norm(self.word_embeddings(input_ids)))
+
+
+class FunnelEncoder(nn.Module):
+    """The funnel: blocks of layers, pooling at the start of every block after the first."""
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.blocks = nn.ModuleList(nn.ModuleList(FunnelLayer(cfg) for _ in range(n)) for n in cfg.block_sizes)
+
+    def forward(self, h: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
+                output_hidden_states: bool = False) -> tuple[torch.Tensor, torch.Tensor, int, tuple[torch.Tensor, ...]]:
+        """(batch, T, d) -> (last (batch, T', d), first block's output (batch, T, d), total stride, hidden states)."""
+        cfg = self.cfg
+        sep, trunc = cfg.separate_cls, cfg.truncate_seq
+        pos, stride = list(range(h.shape[1])), 1
+        types, mask = token_type_ids, attention_mask.to(h.dtype)
+        states = (h,) if output_hidden_states else ()
+        first = h
+        for b, block in enumerate(self.blocks):
+            pool = b > 0 and h.shape[1] > (2 if sep else 1)
+            for li, layer in enumerate(block):
+                for r in range(cfg.block_repeats[b]):
+                    if pool and li == 0 and r == 0:
+                        q = pool_tensor(h, cfg.pooling, sep, trunc)
+                        q_pos = pool_positions(pos, 2 * stride, sep, trunc)
+                        q_types = stride_pool(types, sep, trunc)
+                        q_mask = pool_tensor(mask, "min", sep, trunc)
+                        if cfg.pool_q_only:  # eq. 5: pooled queries, full-length keys/values
+                            inputs = AttentionInputs(q_pos, pos, 2 * stride, stride, q_types, types, mask)
+                            h = layer(q, h, inputs)
+                        else:
+                            inputs = AttentionInputs(q_pos, q_pos, 2 * stride, 2 * stride, q_types, q_types, q_mask)
+                            h = layer(q, q, inputs)
+                        pos, stride, types, mask = q_pos, 2 * stride, q_types, q_mask
+                    else:
+                        h = layer(h, h, AttentionInputs(pos, pos, stride, stride, types, types, mask))
+                    if output_hidden_states:
+                        states += (h,)
+            if b == 0:
+                first = h
+        return h, first, stride, states
+
+
+class FunnelDecoder(nn.Module):
+    """Upsample (repeat, [CLS] separate), add the first block's output, then full-length layers (sec. 2.3)."""
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.layers = nn.ModuleList(FunnelLayer(cfg) for _ in range(cfg.num_decoder_layers))
+
+    def forward(self, last: torch.Tensor, first: torch.Tensor, stride: int, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """``last`` (batch, T', d), ``first`` (batch, T, d) -> (batch, T, d) and each layer's output."""
+        h = upsample(last, stride, first.shape[1], self.cfg.separate_cls, self.cfg.truncate_seq) + first
+        pos = list(range(h.shape[1]))
+        inputs = AttentionInputs(pos, pos, 1, 1, token_type_ids, token_type_ids, attention_mask.to(h.dtype))
+        states = (h,)
+        for layer in self.layers:
+            h = layer(h, h, inputs)
+            states += (h,)
+        return h, states
+
+
+def _check_inputs(input_ids, attention_mask, token_type_ids) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.dtype not in (torch.long,
+                                                                                                 torch.int):
+        raise ValueError("input_ids must be an integer tensor of shape (batch, seq), got "
+                         f"{getattr(input_ids, 'shape', type(input_ids))}")
+    if input_ids.shape[1] < 1:
+        raise ValueError("input_ids must have seq >= 1")
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(input_ids)
+    for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+        if t.shape != input_ids.shape:
+            raise ValueError(f"{name} must have shape {tuple(input_ids.shape)} (batch, seq), got {tuple(t.shape)}")
+    return input_ids, attention_mask, token_type_ids
+
+
+def init_weights(module: nn.Module, initializer_range: float = 0.1) -> None:
+    """Official init: Linear ~ N(0, 1/(fan_in+fan_out)), biases 0; relative-attention vectors ~ U(0, 0.1);
+    word embeddings ~ N(0, 1)."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=math.sqrt(1.0 / (m.in_features + m.out_features)))
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, FunnelRelMultiheadAttention):
+            for p in (m.r_w_bias, m.r_r_bias, m.r_kernel, m.r_s_bias, m.seg_embed):
+                nn.init.uniform_(p, 0.0, initializer_range)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=1.0)
+            if m.padding_idx is not None:
+                with torch.no_grad():
+                    m.weight[m.padding_idx].zero_()
+
+
+class FunnelBase(nn.Module):
+    """Embeddings + the funnel encoder, no decoder (sequence-level tasks). Output: (batch, T', d_model)."""
+
+    hf_class = "FunnelBaseModel"
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embeddings = FunnelEmbeddings(cfg)
+        self.encoder = FunnelEncoder(cfg)
+        init_weights(self)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False) -> BaseModelOutput:
+        input_ids, attention_mask, token_type_ids = _check_inputs(input_ids, attention_mask, token_type_ids)
+        h, _, _, states = self.encoder(self.embeddings(input_ids), attention_mask, token_type_ids,
+                                       output_hidden_states)
+        return BaseModelOutput(last_hidden_state=h, hidden_states=states or None)
+
+
+class FunnelModel(nn.Module):
+    """Embeddings + encoder + decoder: full-length output (batch, T, d_model) for token-level objectives."""
+
+    hf_class = "FunnelModel"
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embeddings = FunnelEmbeddings(cfg)
+        self.encoder = FunnelEncoder(cfg)
+        self.decoder = FunnelDecoder(cfg)
+        init_weights(self)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False) -> BaseModelOutput:
+        input_ids, attention_mask, token_type_ids = _check_inputs(input_ids, attention_mask, token_type_ids)
+        last, first, stride, enc_states = self.encoder(self.embeddings(input_ids), attention_mask, token_type_ids,
+                                                       output_hidden_states)
+        h, dec_states = self.decoder(last, first, stride, attention_mask, token_type_ids)
+        return BaseModelOutput(last_hidden_state=h,
+                               hidden_states=enc_states + dec_states if output_hidden_states else None)
+
+
+class FunnelClassificationHead(nn.Module):
+    """``W_o dropout(tanh(W_h h))``: (batch, d_model) -> (batch, num_labels)."""
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.linear_hidden = nn.Linear(cfg.d_model, cfg.d_model)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.linear_out = nn.Linear(cfg.d_model, cfg.num_labels)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.linear_out(self.dropout(torch.tanh(self.linear_hidden(h))))
+
+
+class FunnelClassifier(nn.Module):
+    """:class:`FunnelBase` + head on the pooled [CLS]: ``W_o tanh(W_h h_cls)`` -> (batch, num_labels)."""
+
+    hf_class = "FunnelForSequenceClassification"
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.funnel = FunnelBase(cfg)
+        self.classifier = FunnelClassificationHead(cfg)
+        init_weights(self.classifier)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> ClassifierOutput:
+        h = self.funnel(input_ids, attention_mask, token_type_ids).last_hidden_state[:, 0]
+        logits = self.classifier(h)
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:1]:
+                raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
+            loss = (F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype)) if self.cfg.num_labels == 1
+                    else F.cross_entropy(logits, labels))
+        return ClassifierOutput(loss=loss, logits=logits)
