@@ -252,19 +252,20 @@ class FunnelRelMultiheadAttention(nn.Module):
 
     def bias(self, q: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
         """Additive SDPA mask (batch, heads, I, J): scaled positional + token-type terms and the padding mask."""
-        pos = relative_position_bias(q + self.r_r_bias, self.r_kernel, inputs, self.cfg.attention_type)
-        seg = torch.einsum("binh,snh->bnis", q + self.r_s_bias, self.seg_embed)  # (B, N, I, 2)
+        scale = 1.0 / math.sqrt(self.cfg.d_head)  # applied to the small (batch, I, heads, d_head) factors
+        pos = relative_position_bias((q + self.r_r_bias) * scale, self.r_kernel, inputs, self.cfg.attention_type)
+        seg = torch.einsum("binh,snh->bnis", (q + self.r_s_bias) * scale, self.seg_embed)  # (B, N, I, 2)
         qt, kt = inputs.q_types, inputs.k_types
         same = (qt[:, :, None] == kt[:, None]) | (qt == CLS_TYPE_ID)[:, :, None] | (kt == CLS_TYPE_ID)[:, None]
-        tt = torch.where(same[:, None], seg[..., 1:], seg[..., :1])
-        rel = pos + tt
-        if self.cfg.separate_cls:  # [CLS] has no position/segment relation to anything (official cls_mask)
-            keep = torch.ones(rel.shape[-2:], device=rel.device, dtype=rel.dtype)
-            keep[0, :] = 0
-            keep[:, 0] = 0
-            rel = rel * keep
-        pad = (1.0 - inputs.k_mask.to(rel.dtype)) * MASK_VALUE
-        return rel / math.sqrt(self.cfg.d_head) - pad[:, None, None, :]
+        rel = pos + torch.where(same[:, None], seg[..., 1:], seg[..., :1])
+        neg_pad = ((inputs.k_mask.to(rel.dtype) - 1.0) * MASK_VALUE)[:, None, None, :]
+        if not self.cfg.separate_cls:
+            return rel + neg_pad
+        # [CLS] has no position/segment relation to anything (official cls_mask): zero its row and column
+        keep = torch.ones(rel.shape[-2:], device=rel.device, dtype=rel.dtype)
+        keep[0, :] = 0
+        keep[:, 0] = 0
+        return torch.addcmul(neg_pad, rel, keep)
 
     def forward(self, query: torch.Tensor, kv: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
         """``query`` (batch, I, d_model), ``kv`` (batch, J, d_model) -> (batch, I, d_model)."""
