@@ -97,6 +97,24 @@ def bench(
         _fail(str(e.args[0]))
 
 
+@app.command()
+def export(
+    model_dir: Path = typer.Argument(..., help="Folder with config.json + model.safetensors of a trained MobileNetV2."),
+    out: Path = typer.Option(Path("export"), "--out", help="Output folder."),
+    fmt: str = typer.Option("onnx", "--format", help="onnx | torchscript | int8"),
+    image_size: int = typer.Option(None, "--image-size", help="Input size (default: the model's own)."),
+    calibration: str = typer.Option(None, "--calibration", help="'cifar10' to calibrate int8 on real images."),
+) -> None:
+    """Export a trained MobileNetV2 for deployment (folded BatchNorm) to ONNX, TorchScript or int8."""
+    from paperzoo.papers.mobilenetv2.deploy import export as export_mobilenetv2
+
+    try:
+        path = export_mobilenetv2(model_dir, out, fmt=fmt, image_size=image_size, calibration=calibration)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    console.print(f"wrote {path}")
+
+
 @data_app.command("list")
 def data_list() -> None:
     """Every data set paperzoo knows, with where it is and whether it is present."""
