@@ -106,3 +106,15 @@ def test_wrong_class_raises():
         funnel_from_hf(torch.nn.Linear(2, 2))
     with pytest.raises(ValueError, match="FunnelModel"):
         funnel_to_hf(torch.nn.Linear(2, 2))
+
+
+def test_native_model_to_hf():
+    from paperzoo.papers.funnel.model import FunnelConfig
+
+    torch.manual_seed(0)
+    ours = FunnelBase(FunnelConfig.preset("tiny", blocks="1-2x2", attention_type="factorized")).eval()
+    hf = to_hf(ours)
+    assert type(hf).__name__ == "FunnelBaseModel" and hf.config.attention_type == "factorized"
+    x = inputs(seq=12)
+    x["input_ids"] = x["input_ids"] % ours.cfg.vocab_size
+    _compare(hf, ours, x)

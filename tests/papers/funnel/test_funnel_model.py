@@ -183,3 +183,10 @@ def test_registered():
 
     paper = get("funnel")
     assert paper.arxiv == "2006.03236" and "FunnelModel" in paper.models
+
+
+def test_presets():
+    assert FunnelConfig.preset("base").block_sizes == (6, 6, 6)
+    assert FunnelConfig.preset("large", blocks="8-8-8").d_model == 1024
+    with pytest.raises(ValueError, match="tiny"):
+        FunnelConfig.preset("huge")
