@@ -22,7 +22,8 @@ class Paper:
 
     ``recipes`` maps a preset-free recipe name to ``"module:function"``; the function has the
     signature ``run(preset: str, seeds: int, out: Path | None, resume: bool) -> Path`` and returns
-    its run folder. ``benches`` maps a bench name to ``"module:function"`` returning a result dict.
+    its run folder. ``benches`` maps a bench name to ``"module:function"``: a function of no arguments returning
+    ``(rows, meta)`` (see :func:`paperzoo.bench.run_bench`).
     """
 
     name: str
@@ -136,4 +137,7 @@ def write_readme_table(readme: str = "README.md") -> None:
 
 
 if __name__ == "__main__":  # python -m paperzoo.registry: refresh the README's paper table
-    write_readme_table()
+    # Papers register into the imported module, not into this __main__ copy of it.
+    from paperzoo import registry as _registry
+
+    _registry.write_readme_table()
