@@ -96,7 +96,7 @@ def test_non_divisible_sizes_match_hf_with_mask_padding_false(size):
 @pytest.mark.slow
 def test_swin_t_matches_hf_at_224():
     torch.manual_seed(0)
-    hf = transformers.SwinForImageClassification(transformers.SwinConfig(drop_path_rate=0.0)).eval()
+    hf = transformers.SwinForImageClassification(transformers.SwinConfig(drop_path_rate=0.0, num_labels=1000)).eval()
     with torch.no_grad():
         for p in hf.parameters():
             p.add_(0.02 * torch.randn_like(p))
