@@ -156,3 +156,14 @@ def test_plot_metrics_sources_and_errors(tmp_path):
     with pytest.raises(ValueError, match="metrics.jsonl"):
         plot_metrics(tmp_path, tmp_path / "nope.jsonl")
     assert not math.isnan(mean_ci([1, 2]).lo)
+
+
+def test_run_dir_is_absolute_so_joined_plot_paths_stay_inside(tmp_path, monkeypatch):
+    from paperzoo.report import new_run_dir, plot_metrics
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PAPERZOO_RUNS", "runs")  # a relative root
+    run_dir = new_run_dir("demo")
+    assert run_dir.is_absolute()
+    png = plot_metrics(run_dir, [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0}], path=run_dir / "loss.png")
+    assert png == run_dir / "loss.png" and png.is_file()

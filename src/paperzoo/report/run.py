@@ -29,15 +29,18 @@ def utc_stamp(now: datetime | None = None) -> str:
 
 
 def new_run_dir(paper: str, out: Path | None = None) -> Path:
-    """Create and return ``out`` if given, else ``<runs root>/<paper>/<UTC stamp>/`` (made unique with a suffix)."""
+    """Create and return ``out`` if given, else ``<runs root>/<paper>/<UTC stamp>/`` (made unique with a suffix).
+
+    The path is absolute, so ``run_dir / "plot.png"`` names the same file whatever helper receives it.
+    """
     if not isinstance(paper, str) or not _NAME.match(paper):
         raise ValueError(f"paper must be a registered paper name such as 'electra' (letters, digits, '.', '_', '-'), "
                          f"got {paper!r}")
     if out is not None:
-        out = Path(out)
+        out = Path(out).absolute()
         out.mkdir(parents=True, exist_ok=True)
         return out
-    base = runs_root() / paper
+    base = runs_root().absolute() / paper
     base.mkdir(parents=True, exist_ok=True)
     stamp = utc_stamp()
     for i in range(1000):
