@@ -34,7 +34,7 @@ def shared(monkeypatch, tmp_path_factory) -> Path:
     """The shared data folder, exported as PAPERZOO_DATA; PAPERZOO_CACHE goes to a temp dir."""
     path = shared_data_dir()
     if path is None:
-        pytest.skip("shared data folder not found: set PAPERZOO_DATA")
+        pytest.fail("shared data folder not found: set PAPERZOO_DATA to the shared data (e.g. ../shared/data)")
     monkeypatch.setenv("PAPERZOO_DATA", str(path))
     monkeypatch.setenv("PAPERZOO_CACHE", str(tmp_path_factory.mktemp("cache")))
     return path
