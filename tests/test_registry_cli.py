@@ -64,3 +64,8 @@ def test_cli_unknown_recipe_lists_valid_ones():
 def test_cli_resume_needs_out():
     result = runner.invoke(app, ["reproduce", "fashion-cnn", "--resume"])
     assert result.exit_code == 2 and "--out" in result.output
+
+
+def test_cli_workers_refused_by_recipes_without_it():
+    result = runner.invoke(app, ["reproduce", "fashion-cnn", "--workers", "2"])
+    assert result.exit_code == 2 and "does not support --workers" in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -71,13 +72,20 @@ def reproduce(
     seeds: int = typer.Option(None, "--seeds", min=1, help="Number of seeds (default: the recipe's own)."),
     out: Path = typer.Option(None, "--out", help="Run folder (default runs/<paper>/<stamp>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoints."),
+    workers: int = typer.Option(None, "--workers", min=1,
+                                help="Train this many runs at once in separate processes (recipes that support it)."),
 ) -> None:
     """Run a paper's reproduction and write its report."""
     if resume and out is None:
         _fail("--resume needs --out DIR: the run folder to continue")
     run = registry.resolve(_recipe_target(name))
+    extra = {}
+    if workers is not None:
+        if "workers" not in inspect.signature(run).parameters:
+            _fail(f"recipe {name!r} does not support --workers; it trains its runs one after another")
+        extra["workers"] = workers
     try:
-        run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume)
+        run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, **extra)
     except (FileNotFoundError, ValueError) as e:  # missing data, bad preset: one clear line, no traceback
         _fail(str(e))
     console.print(f"report: {Path(run_dir) / 'report.md'}")

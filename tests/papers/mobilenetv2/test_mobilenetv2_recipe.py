@@ -83,3 +83,17 @@ def test_tiny_preset_on_cifar10(tmp_path):
     # 32 steps on 1,024 images: the train loss falls below ln(10) = 2.303 (measured 2.23); the test accuracy
     # is still at chance (measured 0.109), so it is not asserted
     assert rec["train_loss"] < 2.28 and 0.0 <= rec["int8_accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_tiny_reproduction_with_two_workers(tmp_path, monkeypatch):
+    import paperzoo.papers.mobilenetv2.recipe as recipe
+
+    monkeypatch.setitem(recipe.PRESETS, "tiny", replace(PRESETS["tiny"], variants=("linear", "shortcut_none")))
+    out = run(preset="tiny", seeds=2, out=tmp_path / "run", progress=False, data=_synthetic(seed=1), workers=2)
+    result = json.loads((out / "result.json").read_text())
+    for key in ("accuracy linear", "accuracy shortcut_none", "accuracy linear int8"):
+        assert len(result["measurements"][key]["values"]) == 2
+    for variant in ("linear", "shortcut_none"):
+        for seed in (0, 1):
+            assert (out / variant / f"seed{seed}" / "final.json").is_file()

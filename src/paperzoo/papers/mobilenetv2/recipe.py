@@ -25,6 +25,7 @@ nothing), ``small`` (the reproduction: width 0.5, 20k training images, 10 epochs
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -37,6 +38,7 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from paperzoo.papers.mobilenetv2.model import MobileNetV2Config, MobileNetV2ForImageClassification
+from paperzoo.train.parallel import run_jobs
 
 PAPER = "mobilenetv2"
 CIFAR_MEAN = (0.4914, 0.4822, 0.4465)
@@ -96,11 +98,15 @@ PRESETS: dict[str, RecipeConfig] = {
 
 
 def normalize(images: torch.Tensor) -> torch.Tensor:
-    """uint8 ``(B, 3, H, W)`` -> float, scaled to [0, 1] and standardised with CIFAR-10's channel statistics."""
+    """uint8 ``(B, 3, H, W)`` -> float, scaled to [0, 1] and standardised with CIFAR-10's channel statistics.
+
+    Returned in ``channels_last`` memory format: with the model in that format too, the depthwise convolutions
+    train about 1.8x faster on CPU (same values; only the strides differ).
+    """
     x = images.float().div_(255)
     mean = torch.tensor(CIFAR_MEAN).view(1, 3, 1, 1)
     std = torch.tensor(CIFAR_STD).view(1, 3, 1, 1)
-    return (x - mean) / std
+    return ((x - mean) / std).contiguous(memory_format=torch.channels_last)
 
 
 def augment(images: torch.Tensor, pad: int = 4) -> torch.Tensor:
@@ -164,6 +170,12 @@ def load_data(cfg: RecipeConfig) -> dict[str, torch.Tensor]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _cached_data(train_subset: int | None, test_subset: int | None) -> dict[str, torch.Tensor]:
+    """:func:`load_data` once per process (worker processes train several jobs on the same data)."""
+    return load_data(replace(PRESETS["tiny"], train_subset=train_subset, test_subset=test_subset))
+
+
 def _optimizer(model: torch.nn.Module, cfg: RecipeConfig) -> torch.optim.Optimizer:
     decay, no_decay = [], []
     for p in model.parameters():
@@ -178,7 +190,7 @@ def train_variant(cfg: RecipeConfig, variant: str, seed: int, data: dict[str, to
     from paperzoo.train import TrainConfig, Trainer, seed_everything
 
     seed_everything(seed)
-    model = MobileNetV2ForImageClassification(cfg.model_config(variant))
+    model = MobileNetV2ForImageClassification(cfg.model_config(variant)).to(memory_format=torch.channels_last)
     n_train = len(data["train_labels"])
     steps = max(1, math.ceil(cfg.epochs * n_train / cfg.batch_size))
     tcfg = TrainConfig(steps=steps, batch_size=cfg.batch_size, lr=cfg.lr, weight_decay=cfg.weight_decay,
@@ -211,15 +223,36 @@ def _verdict(comparisons: list[Any]) -> str:
     return "inconclusive"
 
 
+def _train_and_record(cfg: RecipeConfig, variant: str, seed: int, run_dir: Path, resume: bool, progress: bool,
+                      data: dict[str, torch.Tensor] | None) -> dict[str, Any]:
+    """Train one (variant, seed) into ``run_dir/<variant>/seed<k>`` and return its record (read back if done)."""
+    from paperzoo.papers.mobilenetv2.deploy import save_pretrained
+
+    folder = run_dir / variant / f"seed{seed}"
+    final = folder / "final.json"
+    if resume and final.is_file():
+        return json.loads(final.read_text())
+    data = data if data is not None else _cached_data(cfg.train_subset, cfg.test_subset)
+    model, summary = train_variant(cfg, variant, seed, data, folder, resume=resume, progress=progress)
+    rec = {"variant": variant, "seed": seed, "accuracy": summary["eval"]["accuracy"],
+           "test_loss": summary["eval"]["loss"], "train_loss": summary["loss"], "wall_time_s": summary["wall_time_s"]}
+    if variant == "linear":
+        rec["int8_accuracy"] = _quantized_accuracy(model.to(memory_format=torch.contiguous_format), cfg, data)
+        if seed == 0:
+            save_pretrained(model, run_dir / "model")
+    final.write_text(json.dumps(rec, indent=2))
+    return rec
+
+
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, data: dict[str, torch.Tensor] | None = None) -> Path:
+        progress: bool = True, data: dict[str, torch.Tensor] | None = None, workers: int = 1) -> Path:
     """Train every variant for every seed, then write ``report.md`` with CIs and verdicts; returns the run folder.
 
     Each (variant, seed) trains in ``<run>/<variant>/seed<k>/`` with checkpoints; with ``resume=True`` finished
     ones are read back from their ``final.json`` and unfinished ones continue from their last checkpoint.
-    ``data`` (uint8 train/test tensors as from :func:`load_data`) replaces CIFAR-10, for tests.
+    ``data`` (uint8 train/test tensors as from :func:`load_data`) replaces CIFAR-10, for tests. ``workers > 1``
+    trains that many (variant, seed) jobs at once in separate processes (see :mod:`paperzoo.train.parallel`).
     """
-    from paperzoo.papers.mobilenetv2.deploy import save_pretrained
     from paperzoo.report import compare, new_run_dir, plot_bars_with_ci, write_config, write_result
 
     preset = preset or "small"
@@ -234,29 +267,18 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     write_config(run_dir, {**asdict(cfg), "steps": cfg.steps,
                            "model_configs": {v: asdict(cfg.model_config(v)) for v in cfg.variants}},
                  seeds=list(range(cfg.seeds)))
-    data = data if data is not None else load_data(cfg)
+    given_data = data is not None
+    data = data if given_data else _cached_data(cfg.train_subset, cfg.test_subset)
+    jobs = [(cfg, variant, seed, run_dir, resume, progress and workers == 1, data if given_data else None)
+            for seed in range(cfg.seeds) for variant in cfg.variants]
+    t0 = time.time()
+    records = run_jobs(_train_and_record, jobs, workers, label=lambda j: f"{j[1]} seed {j[2]}")
     acc: dict[str, list[float]] = {v: [] for v in cfg.variants}
     int8: list[float] = []
-    t0 = time.time()
-    for seed in range(cfg.seeds):
-        for variant in cfg.variants:
-            folder = run_dir / variant / f"seed{seed}"
-            final = folder / "final.json"
-            if resume and final.is_file():
-                rec = json.loads(final.read_text())
-            else:
-                model, summary = train_variant(cfg, variant, seed, data, folder, resume=resume, progress=progress)
-                rec = {"variant": variant, "seed": seed, "accuracy": summary["eval"]["accuracy"],
-                       "test_loss": summary["eval"]["loss"], "train_loss": summary["loss"],
-                       "wall_time_s": summary["wall_time_s"]}
-                if variant == "linear":
-                    rec["int8_accuracy"] = _quantized_accuracy(model, cfg, data)
-                    if seed == 0:
-                        save_pretrained(model, run_dir / "model")
-                final.write_text(json.dumps(rec, indent=2))
-            acc[variant].append(rec["accuracy"])
-            if "int8_accuracy" in rec:
-                int8.append(rec["int8_accuracy"])
+    for rec in records:
+        acc[rec["variant"]].append(rec["accuracy"])
+        if "int8_accuracy" in rec:
+            int8.append(rec["int8_accuracy"])
     base = acc["linear"]
     c_linear = compare(base, acc["relu6_projection"]) if "relu6_projection" in acc else None
     c_exp = compare(base, acc["shortcut_expansion"]) if "shortcut_expansion" in acc else None
