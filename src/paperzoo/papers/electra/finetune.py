@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -117,12 +118,16 @@ def predict(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, batch: int 
     return torch.cat(out)
 
 
-def finetune_task(encoder_state: dict[str, torch.Tensor], encoder_cfg, tok, task: str, cfg: FinetuneConfig,
-                  seed: int, data: dict | None = None, progress: bool = False) -> dict:
+def finetune_task(encoder_state: dict[str, torch.Tensor] | None, encoder_cfg, tok, task: str, cfg: FinetuneConfig,
+                  seed: int, data: dict | None = None, progress: bool = False,
+                  classifier_fn: Callable[[int], tuple[nn.Module, list[dict]]] | None = None) -> dict:
     """Fine-tune a classifier on ``task`` from ``encoder_state`` (a TextEncoder state dict); returns
     ``{"task", "metric", "score", "steps", "n_train", "n_test"}`` (score in [0, 1] or MCC in [-1, 1]).
 
     ``data`` may carry pre-loaded ``{task: (train TextDataset, test TextDataset)}`` to skip reading files.
+    ``classifier_fn(num_labels) -> (model, param_groups)`` replaces the ELECTRA classifier and its layer-wise groups
+    with another encoder's (Funnel's recipe); ``encoder_state``/``encoder_cfg`` are then unused. It is called right
+    after seeding, and the model must take ``input_ids=, attention_mask=, labels=`` and return ``loss``/``logits``.
     """
     train, test = data[task] if data and task in data else (load_task(task, "train"), load_task(task, "test"))
     texts, labels = _subset(train.texts, train.labels, cfg.max_train, seed)
@@ -132,8 +137,12 @@ def finetune_task(encoder_state: dict[str, torch.Tensor], encoder_cfg, tok, task
     t_ids, t_mask = encode_batch(tok, t_texts, cfg.max_len)
     t_y = torch.tensor(t_labels, dtype=torch.long)
     seed_everything(seed)
-    model = ElectraClassifier(encoder_cfg, num_labels=len(train.classes), classifier_dropout=cfg.dropout)
-    model.body.load_state_dict(encoder_state, strict=True)
+    if classifier_fn is None:
+        model = ElectraClassifier(encoder_cfg, num_labels=len(train.classes), classifier_dropout=cfg.dropout)
+        model.body.load_state_dict(encoder_state, strict=True)
+        groups = layerwise_lr_groups(model, cfg.lr, cfg.layer_decay, cfg.weight_decay)
+    else:
+        model, groups = classifier_fn(len(train.classes))
     steps = cfg.steps_for(len(texts))
     tc = TrainConfig(steps=steps, batch_size=min(cfg.batch_size, len(texts)), lr=cfg.lr,
                      weight_decay=cfg.weight_decay, warmup_steps=int(cfg.warmup_frac * steps), schedule="linear",
@@ -143,7 +152,6 @@ def finetune_task(encoder_state: dict[str, torch.Tensor], encoder_cfg, tok, task
         i, a, lab = batch
         return m(input_ids=i, attention_mask=a, labels=lab).loss
 
-    groups = layerwise_lr_groups(model, cfg.lr, cfg.layer_decay, cfg.weight_decay)
     Trainer(model, tc, TensorDataset(ids, mask, y), loss_fn, param_groups=groups, progress=progress).fit()
     pred = predict(model, t_ids, t_mask)
     if task == "CoLA":
