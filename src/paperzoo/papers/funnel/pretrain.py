@@ -5,22 +5,42 @@ replaced/original prediction); the generator is a standard ELECTRA MLM generator
 ``generator_size`` of the width, as ELECTRA recommends) whose word-embedding table is the discriminator's.
 After pretraining, ``pretrainer.discriminator`` is the Funnel whose encoder is fine-tuned (drop the decoder:
 copy its ``embeddings``/``encoder`` into a :class:`~.model.FunnelBase`, see :func:`base_from_pretrained`).
+
+A single-block config without decoder layers (``blocks="12"``, ``num_decoder_layers=0``) never pools: it is a
+standard Transformer encoder with the same relative attention, the recipe's baseline. Its discriminator is a plain
+:class:`~.model.FunnelBase` (full-length output), since an upsampling decoder would have nothing to undo.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from paperzoo.papers.electra.model import ElectraConfig, ElectraGenerator
 from paperzoo.papers.electra.objective import ElectraPretrainer, ObjectiveConfig
 
 from .model import FunnelBase, FunnelClassifier, FunnelConfig, FunnelModel
 
-__all__ = ["build_pretrainer", "base_from_pretrained", "classifier_from_pretrained"]
+__all__ = ["build_pretrainer", "base_from_pretrained", "classifier_from_pretrained", "is_standard", "standard_config"]
+
+
+def is_standard(cfg: FunnelConfig) -> bool:
+    """True for a config that never pools and has no decoder: a standard Transformer encoder."""
+    return len(cfg.block_sizes) == 1 and cfg.num_decoder_layers == 0
+
+
+def standard_config(cfg: FunnelConfig, depth: int) -> FunnelConfig:
+    """The standard Transformer of ``cfg``'s width (same attention, FFN, norms): one block of ``depth`` layers, no
+    pooling, no decoder."""
+    if not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"depth must be an int >= 1, got {depth!r}")
+    return replace(cfg, blocks=str(depth), num_decoder_layers=0)
 
 
 def build_pretrainer(cfg: FunnelConfig, generator_size: float = 0.25, generator_depth: int | None = None,
                      max_len: int = 512, objective: ObjectiveConfig | None = None,
                      tie_embeddings: bool = True) -> ElectraPretrainer:
-    """ELECTRA pretrainer with a :class:`FunnelModel` discriminator of ``cfg``.
+    """ELECTRA pretrainer with a :class:`FunnelModel` discriminator of ``cfg`` (a :class:`FunnelBase` when
+    :func:`is_standard`).
 
     ``generator_depth`` defaults to the funnel's number of distinct encoder layers; ``max_len`` bounds the
     generator's learned positions (Funnel itself is relative and has no such bound).
@@ -30,11 +50,13 @@ def build_pretrainer(cfg: FunnelConfig, generator_size: float = 0.25, generator_
     if not 0.0 < generator_size <= 1.0:
         raise ValueError(f"generator_size must be in (0, 1], got {generator_size}")
     depth = generator_depth or sum(cfg.block_sizes)
+    if depth < 1:
+        raise ValueError(f"generator_depth must be >= 1, got {generator_depth}")
     ecfg = ElectraConfig(vocab_size=cfg.vocab_size, embedding_dim=cfg.d_model, dim=cfg.d_model, depth=depth,
                          num_heads=cfg.n_head, ffn_dim=cfg.d_ff, max_len=max_len, dropout=cfg.dropout,
                          attn_dropout=cfg.attention_dropout, pad_token_id=cfg.pad_token_id or 0,
                          generator_size=generator_size)
-    disc = FunnelModel(cfg)
+    disc = FunnelBase(cfg) if is_standard(cfg) else FunnelModel(cfg)
     gen = ElectraGenerator(ecfg.generator_config())
     if tie_embeddings:  # the only table Funnel has: word embeddings (no absolute positions, no type table)
         gen.body.embeddings.word = disc.embeddings.word_embeddings
@@ -44,8 +66,9 @@ def build_pretrainer(cfg: FunnelConfig, generator_size: float = 0.25, generator_
 def base_from_pretrained(pretrainer: ElectraPretrainer) -> FunnelBase:
     """A decoder-free :class:`FunnelBase` carrying the pretrained discriminator's embeddings and encoder."""
     disc = pretrainer.discriminator
-    if not isinstance(disc, FunnelModel):
-        raise ValueError(f"expected a pretrainer whose discriminator is a FunnelModel, got {type(disc).__name__}")
+    if not isinstance(disc, FunnelModel | FunnelBase):
+        raise ValueError("expected a pretrainer whose discriminator is a FunnelModel or FunnelBase, got "
+                         f"{type(disc).__name__}")
     base = FunnelBase(disc.cfg)
     base.embeddings.load_state_dict(disc.embeddings.state_dict())
     base.encoder.load_state_dict(disc.encoder.state_dict())
@@ -55,8 +78,6 @@ def base_from_pretrained(pretrainer: ElectraPretrainer) -> FunnelBase:
 def classifier_from_pretrained(pretrainer: ElectraPretrainer, num_labels: int) -> FunnelClassifier:
     """A :class:`FunnelClassifier` (fresh head) on the pretrained encoder, for fine-tuning."""
     base = base_from_pretrained(pretrainer)
-    from dataclasses import replace
-
     clf = FunnelClassifier(replace(base.cfg, num_labels=num_labels))
     clf.funnel.load_state_dict(base.state_dict())
     return clf
