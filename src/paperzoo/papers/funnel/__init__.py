@@ -9,10 +9,13 @@ register(Paper(
     year=2020,
     status="implemented",
     models=("FunnelModel", "FunnelBase", "FunnelClassifier"),
+    recipes={"funnel": "paperzoo.papers.funnel.recipe:run"},
+    benches={"funnel": "paperzoo.bench.funnel:run"},
     claims=(
         "With comparable or fewer FLOPs, a Funnel encoder (pooling the sequence between blocks, pooled queries "
         "attending to full-length keys) beats a standard Transformer on sequence-level tasks (paper Tables 1-3: "
         "GLUE, text classification).",
         "Funnel is comparatively weaker on token-level tasks, which need the upsampling decoder (paper Table 4).",
     ),
+    presets=("tiny", "small", "full"),
 ))

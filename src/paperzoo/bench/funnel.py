@@ -1,0 +1,168 @@
+"""``paperzoo bench funnel``: our Funnel vs Hugging Face ``FunnelModel`` / ``FunnelBaseModel`` with the same weights.
+
+Configs (the issue's): d_model 256, 4 heads x 64, FFN 1024, vocabulary 30522, ``rel_shift`` attention, and
+
+* blocks 2-2 (+ 2 decoder layers for ``FunnelModel``) at batch 8 x seq 128;
+* blocks 4-4-4 (+ 2 decoder layers) at batch 8 x seq 512.
+
+Each model (``FunnelModel``: encoder + decoder, full-length output; ``FunnelBaseModel``: encoder only, pooled output)
+is timed forward and forward+backward. HF builds the model from a random config; ours is ``paperzoo.hf.from_hf`` of
+it (same weights). Both are in training mode with every dropout 0 (so backward is a real training backward and the
+two sides compute the same function); the inputs carry padding (rows of random length) and token types.
+Forward+backward includes ``zero_grad`` and the backward of a fixed random output gradient, the 30522-row embedding
+gradient included. ``ratio = HF time / our time``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from paperzoo.bench.flops import count_flops, machine_peak_gflops
+from paperzoo.bench.results import BenchResult
+from paperzoo.bench.timing import time_interleaved
+
+__all__ = ["CONFIGS", "build_pair", "inputs", "run", "profile_funnel"]
+
+D_MODEL, N_HEAD, D_HEAD, D_FF, VOCAB = 256, 4, 64, 1024, 30522
+# (blocks, batch, seq)
+CONFIGS: tuple[tuple[str, int, int], ...] = (("2-2", 8, 128), ("4-4-4", 8, 512))
+MODELS = ("FunnelModel", "FunnelBaseModel")
+
+
+def build_pair(blocks: str = "2-2", hf_class: str = "FunnelModel", d_model: int = D_MODEL, n_head: int = N_HEAD,
+               d_head: int = D_HEAD, d_ff: int = D_FF, vocab: int = VOCAB, num_decoder_layers: int = 2,
+               seed: int = 0):
+    """(HF ``hf_class`` from a random config, our converted model), both in train mode with all dropout 0."""
+    import transformers
+
+    from paperzoo.hf import from_hf
+    from paperzoo.papers.funnel.hf import config_to_hf
+    from paperzoo.papers.funnel.model import FunnelConfig
+
+    cfg = FunnelConfig(vocab_size=vocab, blocks=blocks, d_model=d_model, n_head=n_head, d_head=d_head, d_ff=d_ff,
+                       num_decoder_layers=num_decoder_layers, dropout=0.0, attention_dropout=0.0,
+                       activation_dropout=0.0)
+    torch.manual_seed(seed)
+    hf = getattr(transformers, hf_class)(config_to_hf(cfg)).train()
+    return hf, from_hf(hf).train()
+
+
+def inputs(batch: int, seq: int, vocab: int, seed: int = 1) -> dict[str, torch.Tensor]:
+    """``input_ids`` ([CLS] = 2 first), ``attention_mask`` (row 0 full, others of random length >= seq/2) and
+    ``token_type_ids`` (two segments) of shape (batch, seq)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, vocab, (batch, seq), generator=g)
+    ids[:, 0] = 2
+    lengths = torch.randint(seq // 2, seq + 1, (batch,), generator=g)
+    lengths[0] = seq
+    pos = torch.arange(seq)
+    mask = (pos < lengths[:, None]).long()
+    types = (pos >= (lengths // 2)[:, None]).long() * mask
+    return {"input_ids": ids * mask, "attention_mask": mask, "token_type_ids": types}
+
+
+def _fns(hf, ours, batch_inputs: dict[str, torch.Tensor], seed: int = 2):
+    """(our forward, HF forward, our train step, HF train step); steps backward a fixed random gradient."""
+    with torch.no_grad():
+        shape = ours(**batch_inputs).last_hidden_state.shape
+    grad = torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+    def fwd(m):
+        def f():
+            with torch.no_grad():
+                return m(**batch_inputs).last_hidden_state
+        return f
+
+    def step(m):
+        def f():
+            m.zero_grad(set_to_none=True)
+            m(**batch_inputs).last_hidden_state.backward(grad)
+        return f
+
+    return fwd(ours), fwd(hf), step(ours), step(hf)
+
+
+def _check(hf, ours, batch_inputs: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Max |ours - HF| of the output (all positions) and of the parameter gradients, in the bench setup."""
+    o = ours(**batch_inputs).last_hidden_state
+    h = hf(**batch_inputs).last_hidden_state
+    out_diff = float((o - h).detach().abs().max())
+    g = torch.randn(o.shape, generator=torch.Generator().manual_seed(3))
+    ours.zero_grad(set_to_none=True)
+    hf.zero_grad(set_to_none=True)
+    (o * g).sum().backward()
+    (h * g).sum().backward()
+    hp = dict(hf.named_parameters())
+    grad_diff = max(float((p.grad - hp[n].grad).abs().max()) for n, p in ours.named_parameters() if p.grad is not None)
+    ours.zero_grad(set_to_none=True)
+    hf.zero_grad(set_to_none=True)
+    return {"output": out_diff, "grad": grad_diff}
+
+
+def run(configs: tuple[tuple[str, int, int], ...] = CONFIGS, models: tuple[str, ...] = MODELS,
+        repeats: int | None = None, warmup: int = 2, d_model: int = D_MODEL, n_head: int = N_HEAD,
+        d_head: int = D_HEAD, d_ff: int = D_FF, vocab: int = VOCAB, peak: float | None = None
+        ) -> tuple[list[BenchResult], dict[str, Any]]:
+    """Run the benchmark; ``repeats`` (default env ``PAPERZOO_BENCH_REPEATS`` or 10) interleaved timed calls per row.
+
+    Keyword arguments shrink it for tests (``peak`` skips measuring the matmul peak)."""
+    repeats = repeats or int(os.environ.get("PAPERZOO_BENCH_REPEATS", "10"))
+    peak = peak if peak is not None else machine_peak_gflops()
+    rows, checks = [], {}
+    for blocks, batch, seq in configs:
+        x = inputs(batch, seq, vocab)
+        for hf_class in models:
+            hf, ours = build_pair(blocks, hf_class, d_model, n_head, d_head, d_ff, vocab)
+            label = f"{hf_class} {blocks}{' + 2 dec' if hf_class == 'FunnelModel' else ''}"
+            checks[f"{label} seq {seq}"] = _check(hf, ours, x)
+            f_ours, f_hf, s_ours, s_hf = _fns(hf, ours, x)
+            # forward FLOPs counted with autograd on (the counter's module hooks need it); timed under no_grad
+            flops = {"fwd": count_flops(lambda m=ours, x=x: m(**x).last_hidden_state), "fwd+bwd": count_flops(s_ours)}
+            case = f"batch {batch} x seq {seq}, d {d_model}"
+            for mode, fo, fh in (("fwd", f_ours, f_hf), ("fwd+bwd", s_ours, s_hf)):
+                stats = time_interleaved({"ours": fo, "transformers": fh}, warmup=warmup, repeats=repeats)
+                rows.append(BenchResult.from_stats(f"funnel {label} {mode}", case, stats, flops=flops[mode],
+                                                   peak_gflops=peak, ours_min_ms=stats["ours"].min * 1e3,
+                                                   peer_min_ms=stats["transformers"].min * 1e3))
+    meta = {
+        "peak_gflops": peak,
+        "threads": torch.get_num_threads(),
+        "config": {"d_model": d_model, "n_head": n_head, "d_head": d_head, "d_ff": d_ff, "vocab": vocab,
+                   "attention_type": "rel_shift", "dropout": 0.0, "mode": "train",
+                   "configs": [{"blocks": b, "batch": n, "seq": s} for b, n, s in configs]},
+        "repeats": repeats,
+        "max_abs_diff_vs_hf": checks,
+        "notes": ("Peer: transformers.FunnelModel / FunnelBaseModel built from a random config; ours: "
+                  "paperzoo.hf.from_hf of the same model. Training mode, dropout 0; inputs with padding and two "
+                  "token types. Forward times run under no_grad; forward+backward includes zero_grad and the "
+                  "backward of a fixed random output gradient. Medians of interleaved calls; FLOPs of our side "
+                  "from torch.utils.flop_counter (matmuls, incl. the relative-attention terms)."),
+    }
+    return rows, meta
+
+
+def profile_funnel(blocks: str = "2-2", hf_class: str = "FunnelModel", batch: int = 8, seq: int = 128,
+                   steps: int = 3, row_limit: int = 25) -> str:
+    """torch.profiler tables (self CPU time) of ``steps`` forward+backward calls, ours then HF, for finding hot ops."""
+    from torch.profiler import ProfilerActivity, profile
+
+    hf, ours = build_pair(blocks, hf_class)
+    _, _, s_ours, s_hf = _fns(hf, ours, inputs(batch, seq, VOCAB))
+    out = []
+    for name, step in (("ours", s_ours), ("transformers", s_hf)):
+        step()
+        with profile(activities=[ProfilerActivity.CPU]) as p:
+            for _ in range(steps):
+                step()
+        out.append(f"== {name} ({hf_class} {blocks}, batch {batch} x seq {seq}, {steps} fwd+bwd)\n"
+                   + p.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit))
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(profile_funnel(*(sys.argv[1:3] or ())))
