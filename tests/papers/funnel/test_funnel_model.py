@@ -190,3 +190,57 @@ def test_presets():
     assert FunnelConfig.preset("large", blocks="8-8-8").d_model == 1024
     with pytest.raises(ValueError, match="tiny"):
         FunnelConfig.preset("huge")
+
+
+def _dense_bias(att, q, inputs):
+    """The bias written out directly: r(p_i - p_j) for every pair, a `where` for the token-type term, [CLS] row and
+    column zeroed, padding -1e6; all (batch, heads, I, J)."""
+    cfg = att.cfg
+    scale = 1.0 / math.sqrt(cfg.d_head)
+    d = torch.tensor(inputs.q_pos)[:, None] - torch.tensor(inputs.k_pos)[None]
+    half = cfg.d_model // 2
+    inv = 1.0 / (10000 ** (torch.arange(half) / half))
+    r = torch.cat([(d[..., None] * inv).sin(), (d[..., None] * inv).cos()], -1)
+    pos = torch.einsum("binh,dnh,ijd->bnij", (q + att.r_r_bias) * scale, att.r_kernel, r)
+    seg = torch.einsum("binh,snh->bnis", (q + att.r_s_bias) * scale, att.seg_embed)
+    qt, kt = inputs.q_types, inputs.k_types
+    same = (qt[:, :, None] == kt[:, None]) | (qt == 2)[:, :, None] | (kt == 2)[:, None]
+    rel = pos + torch.where(same[:, None], seg[..., 1:], seg[..., :1])
+    if cfg.separate_cls:
+        rel[:, :, 0, :] = 0
+        rel[:, :, :, 0] = 0
+    return rel + ((inputs.k_mask - 1.0) * 1e6)[:, None, None, :]
+
+
+@pytest.mark.parametrize("sep", [True, False])
+@pytest.mark.parametrize("attention_type", ["rel_shift", "factorized"])
+@pytest.mark.parametrize("shift", [1, 2])
+def test_attention_bias_equals_the_direct_formula(sep, attention_type, shift):
+    cfg = tiny(separate_cls=sep, attention_type=attention_type)
+    torch.manual_seed(0)
+    att = FunnelModel(cfg).encoder.blocks[0][0].attention
+    n_q, n_k = 6, 11
+    q_pos = list(range(-1, -1 + shift * n_q, shift))
+    k_pos = list(range(0, n_k))
+    q_types = torch.tensor([[2, 0, 0, 1, 1, 1], [2, 1, 0, 2, 0, 1]])
+    k_types = torch.randint(0, 3, (2, n_k), generator=torch.Generator().manual_seed(1))
+    k_mask = torch.ones(2, n_k)
+    k_mask[1, 8:] = 0
+    inputs = AttentionInputs(q_pos, k_pos, shift, 1, q_types, k_types, k_mask)
+    q = torch.randn(2, n_q, cfg.n_head, cfg.d_head, requires_grad=True)
+    got, want = att.bias(q, inputs), _dense_bias(att, q, inputs)
+    assert got.shape == (2, cfg.n_head, n_q, n_k)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    g = torch.randn(got.shape)
+    ga = torch.autograd.grad((got * g).sum(), [q, att.r_kernel, att.seg_embed, att.r_s_bias])
+    gb = torch.autograd.grad((want * g).sum(), [q, att.r_kernel, att.seg_embed, att.r_s_bias])
+    for a, b in zip(ga, gb, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_token_types_must_be_0_1_or_2():
+    cfg = tiny()
+    x = batch(cfg)
+    x["token_type_ids"][0, 3] = 3
+    with pytest.raises(ValueError, match="token_type_ids must be 0, 1 or 2"):
+        FunnelModel(cfg)(**x)

@@ -12,10 +12,12 @@ Attention is Transformer-XL style relative attention with a segment (token-type)
 
 all divided by sqrt(d_head). The content term goes through ``scaled_dot_product_attention`` (queries ``q + u``); the
 positional and token-type terms, and the padding mask, form one additive float bias passed as ``attn_mask``
-(pre-multiplied by the same 1/sqrt(d_head) since SDPA only scales ``q k^T``). The positional term has the two
-formulations of the official code: ``rel_shift`` (A.2.1: score against every relative distance, then the
-Transformer-XL shift) and ``factorized`` (A.2.2: ``r(i-j)`` expanded with sin/cos addition formulas into
-query-side ``phi, pi`` and key-side ``psi, omega``). They agree (tested).
+(1/sqrt(d_head) is folded into the small kernels ``W_r`` and ``s``, since SDPA only scales ``q k^T``). The bias is
+assembled head-major in one ``baddbmm``: the positional scores as a strided (shifted) view plus a rank-5 product for
+the token-type term (rank 2 in (i, j) for types {0, 1, 2}), the [CLS] zeroing and the padding. The positional term
+has the two formulations of the official code: ``rel_shift`` (A.2.1: score against every relative distance, then the
+Transformer-XL shift, here an ``as_strided`` view) and ``factorized`` (A.2.2: ``r(i-j)`` expanded with sin/cos
+addition formulas into query-side ``phi, pi`` and key-side ``psi, omega``). They agree (tested).
 
 Parameter names follow Hugging Face's ``modeling_funnel`` so conversion is a plain state-dict copy.
 """
@@ -194,17 +196,46 @@ def _inv_freq(d_model: int, device, dtype) -> torch.Tensor:
     return 1.0 / (10000 ** (torch.arange(half, device=device, dtype=dtype) / half))
 
 
+def _rel_shift_scores(qv: torch.Tensor, r_head: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
+    """A.2.1 in head-major layout: ``qv`` (heads, batch, I, d_head), ``r_head`` (heads, d_head, R) -> a strided view
+    (heads * batch, I, J) of the scores against every distance, shifted so that entry ``[i, j]`` is ``r(p_i - p_j)``.
+
+    The scores ``(heads*batch, I, R)`` come from one ``bmm`` against ``R = shift*I + J`` distances ``max_dist,
+    max_dist - k_stride, ...``; row ``i`` needs columns ``t = shift*(I - i) + j``, i.e. flat offset
+    ``shift*I + i*(R - shift) + j`` of each (I, R) block: an ``as_strided`` view, no copy (Transformer-XL's shift)."""
+    n_h, b, n_q, d_head = qv.shape
+    n_k = len(inputs.k_pos)
+    shift = inputs.q_stride // inputs.k_stride
+    r = r_head.shape[-1]
+    score = torch.bmm(qv.reshape(n_h, b * n_q, d_head), r_head)  # (N, B*I, R), contiguous
+    return score.as_strided((n_h * b, n_q, n_k), (n_q * r, r - shift, 1), score.storage_offset() + shift * n_q)
+
+
+def _distances(inputs: AttentionInputs, device) -> torch.Tensor:
+    n_q = len(inputs.q_pos)
+    shift = inputs.q_stride // inputs.k_stride
+    max_dist = inputs.q_pos[0] - inputs.k_pos[0] + shift * n_q * inputs.k_stride
+    min_dist = inputs.q_pos[0] - inputs.k_pos[-1]
+    return torch.arange(max_dist, min_dist - 1, -inputs.k_stride, device=device)  # (R,), R = shift*I + J
+
+
+def _sinusoid(pos: torch.Tensor, d_model: int, dtype) -> torch.Tensor:
+    ang = pos.to(dtype)[:, None] * _inv_freq(d_model, pos.device, dtype)
+    return torch.cat([ang.sin(), ang.cos()], -1)  # (P, d_model)
+
+
 def relative_position_bias(qv: torch.Tensor, r_kernel: torch.Tensor, inputs: AttentionInputs,
                            attention_type: str) -> torch.Tensor:
     """The positional term ``(q_i + v)^T W_r r(p_i - p_j)`` with ``r(d) = [sin(d w), cos(d w)]``, unscaled.
 
-    ``qv``: (batch, I, heads, d_head) = q + v; ``r_kernel``: (d_model, heads, d_head). Returns (batch, heads, I, J).
+    ``qv``: (batch, I, heads, d_head) = q + v; ``r_kernel``: (d_model, heads, d_head). Returns (batch, heads, I, J)
+    (for ``rel_shift`` a strided view).
     """
     d_model = r_kernel.shape[0]
     dev, dt = qv.device, qv.dtype
-    inv = _inv_freq(d_model, dev, dt)
     if attention_type == "factorized":
         # A.2.2: sin(a-b) = sin a cos b - cos a sin b, cos(a-b) = sin a sin b + cos a cos b
+        inv = _inv_freq(d_model, dev, dt)
         qa = torch.tensor(inputs.q_pos, device=dev, dtype=dt)[:, None] * inv
         ka = torch.tensor(inputs.k_pos, device=dev, dtype=dt)[:, None] * inv
         phi = torch.cat([qa.sin(), qa.sin()], -1)  # (I, D)
@@ -214,21 +245,10 @@ def relative_position_bias(qv: torch.Tensor, r_kernel: torch.Tensor, inputs: Att
         qw = torch.einsum("binh,dnh->bind", qv, r_kernel)  # (B, I, N, D)
         return (torch.einsum("bind,jd->bnij", qw * phi[:, None], psi)
                 + torch.einsum("bind,jd->bnij", qw * pi[:, None], omega))
-    # A.2.1: score against every distance max_dist, max_dist - k_stride, ..., then shift row i left by shift*(I-i)
-    n_q, n_k = len(inputs.q_pos), len(inputs.k_pos)
-    shift = inputs.q_stride // inputs.k_stride
-    ref = inputs.q_pos[0] - inputs.k_pos[0]
-    max_dist = ref + shift * n_q * inputs.k_stride
-    min_dist = inputs.q_pos[0] - inputs.k_pos[-1]
-    dist = torch.arange(max_dist, min_dist - 1, -inputs.k_stride, device=dev).to(dt)  # (R,), R = shift*I + J
-    ang = dist[:, None] * inv
-    r = torch.cat([ang.sin(), ang.cos()], -1)  # (R, D)
-    r_head = torch.einsum("td,dnh->tnh", r, r_kernel)
-    score = torch.einsum("binh,tnh->bnit", qv, r_head)  # (B, N, I, R)
-    b, n, i, t = score.shape
-    # flat index i*R + t; dropping the first shift*I entries of the (R, I) view maps [i, j] to t = shift*(I-i) + j
-    score = score.reshape(b, n, t, i)[:, :, shift:].reshape(b, n, i, t - shift)
-    return score[..., :n_k]
+    r_head = torch.einsum("td,dnh->nht", _sinusoid(_distances(inputs, dev), d_model, dt), r_kernel)
+    b, n_q, n_h, _ = qv.shape
+    out = _rel_shift_scores(rearrange(qv, "b i n h -> n b i h"), r_head, inputs)
+    return rearrange(out, "(n b) i j -> b n i j", n=n_h)
 
 
 class FunnelRelMultiheadAttention(nn.Module):
@@ -251,21 +271,55 @@ class FunnelRelMultiheadAttention(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def bias(self, q: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
-        """Additive SDPA mask (batch, heads, I, J): scaled positional + token-type terms and the padding mask."""
-        scale = 1.0 / math.sqrt(self.cfg.d_head)  # applied to the small (batch, I, heads, d_head) factors
-        pos = relative_position_bias((q + self.r_r_bias) * scale, self.r_kernel, inputs, self.cfg.attention_type)
-        seg = torch.einsum("binh,snh->bnis", (q + self.r_s_bias) * scale, self.seg_embed)  # (B, N, I, 2)
+        """Additive SDPA mask (batch, heads, I, J): scaled positional + token-type terms and the padding mask.
+
+        Built head-major, (heads * batch, I, J), in one ``baddbmm``: the positional scores (a strided view) plus a
+        rank-5 product that adds the token-type term, removes [CLS]'s relations and adds the padding mask. The
+        token-type term is rank 2 in (i, j): with ``s_c = (q_i + w)^T s_c`` and token types in {0, 1, 2} (2 =
+        same as everything), ``seg_ij = s_1 - (s_1 - s_0) ([t_i=0][t_j=1] + [t_i=1][t_j=0])``. Returned as a
+        (batch, heads, I, J) view for SDPA. ``1/sqrt(d_head)`` scales the small kernels, not the (I, J) terms.
+        """
+        cfg = self.cfg
+        n_h, d_head = cfg.n_head, cfg.d_head
+        b, n_q = q.shape[:2]
+        n_k = inputs.k_mask.shape[1]
+        dev, dt = q.device, q.dtype
+        scale = 1.0 / math.sqrt(d_head)
+        sep = cfg.separate_cls
+        qn = rearrange(q, "b i n h -> n b i h")
+        keep_q = torch.ones(n_q, device=dev, dtype=dt)
+        keep_k = torch.ones(n_k, device=dev, dtype=dt)
+        if sep:  # [CLS] has no position/segment relation to anything (official cls_mask)
+            keep_q[0] = 0
+            keep_k[0] = 0
+        qv = qn + self.r_r_bias[:, None, None]  # (N, B, I, H)
+        if sep:
+            qv = qv * keep_q[:, None]  # zeroes the positional term's [CLS] row
+        r_kernel = self.r_kernel * scale
+        if cfg.attention_type == "factorized":
+            pos = relative_position_bias(rearrange(qv, "n b i h -> b i n h"), r_kernel, inputs, "factorized")
+            pos = rearrange(pos, "b n i j -> (n b) i j")
+        else:
+            r_head = torch.einsum("td,dnh->nht", _sinusoid(_distances(inputs, dev), cfg.d_model, dt), r_kernel)
+            pos = _rel_shift_scores(qv, r_head, inputs)  # (N*B, I, J) strided view
+        s_kernel = (self.seg_embed * scale).permute(1, 2, 0)[:, None]  # (N, 1, H, 2)
+        seg = torch.matmul(qn + self.r_s_bias[:, None, None], s_kernel)  # (N, B, I, 2)
+        s1, diff = seg[..., 1], seg[..., 1] - seg[..., 0]
         qt, kt = inputs.q_types, inputs.k_types
-        same = (qt[:, :, None] == kt[:, None]) | (qt == CLS_TYPE_ID)[:, :, None] | (kt == CLS_TYPE_ID)[:, None]
-        rel = pos + torch.where(same[:, None], seg[..., 1:], seg[..., :1])
-        neg_pad = ((inputs.k_mask.to(rel.dtype) - 1.0) * MASK_VALUE)[:, None, None, :]
-        if not self.cfg.separate_cls:
-            return rel + neg_pad
-        # [CLS] has no position/segment relation to anything (official cls_mask): zero its row and column
-        keep = torch.ones(rel.shape[-2:], device=rel.device, dtype=rel.dtype)
-        keep[0, :] = 0
-        keep[:, 0] = 0
-        return torch.addcmul(neg_pad, rel, keep)
+        q0, q1 = (qt == 0).to(dt) * keep_q, (qt == 1).to(dt) * keep_q  # (B, I)
+        k0, k1 = (kt == 0).to(dt) * keep_k, (kt == 1).to(dt) * keep_k  # (B, J)
+        neg_pad = (inputs.k_mask.to(dt) - 1.0) * MASK_VALUE  # (B, J)
+        first = torch.zeros(n_k, device=dev, dtype=dt)
+        first[0] = 1.0
+        cols = [s1 * keep_q, -diff * q0, -diff * q1, torch.ones_like(s1)]  # (N, B, I) each
+        rows = [keep_k.expand(b, n_k), k1, k0, neg_pad]  # (B, J) each
+        if sep:  # remove the positional term's [CLS] column
+            cols.append(-pos[:, :, 0].reshape(n_h, b, n_q))
+            rows.append(first.expand(b, n_k))
+        a = torch.stack(cols, -1).reshape(n_h * b, n_q, len(cols))
+        rk = torch.stack(rows, 1).expand(n_h, b, len(rows), n_k).reshape(n_h * b, len(rows), n_k)
+        out = torch.baddbmm(pos, a, rk)  # (N*B, I, J)
+        return rearrange(out, "(n b) i j -> b n i j", n=n_h)
 
     def forward(self, query: torch.Tensor, kv: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
         """``query`` (batch, I, d_model), ``kv`` (batch, J, d_model) -> (batch, I, d_model)."""
@@ -397,6 +451,10 @@ def _check_inputs(input_ids, attention_mask, token_type_ids) -> tuple[torch.Tens
     for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
         if t.shape != input_ids.shape:
             raise ValueError(f"{name} must have shape {tuple(input_ids.shape)} (batch, seq), got {tuple(t.shape)}")
+    if token_type_ids.device.type != "meta" and token_type_ids.numel() and (
+            int(token_type_ids.min()) < 0 or int(token_type_ids.max()) > CLS_TYPE_ID):
+        raise ValueError("token_type_ids must be 0, 1 or 2 (2: same segment as everything, Funnel's [CLS] type), "
+                         f"got values in [{int(token_type_ids.min())}, {int(token_type_ids.max())}]")
     return input_ids, attention_mask, token_type_ids
 
 
