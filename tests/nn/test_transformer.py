@@ -90,6 +90,21 @@ def test_pluggable_ffn_with_aux():
     assert TransformerEncoder(CFG)(torch.randn(1, 2, 32)).aux is None
 
 
+def test_moe_ffn_gets_the_padding_mask():
+    """Padding takes no expert capacity: with binding capacity, padded tokens' content cannot change real outputs."""
+    from paperzoo.nn.moe import SwitchMoE
+
+    blk = TransformerBlock(CFG, ffn=SwitchMoE(32, 64, 2, capacity=3, jitter_eps=0.0)).train()
+    x = torch.randn(2, 8, 32)
+    keep = torch.ones(2, 8, dtype=torch.bool)
+    keep[:, :4] = False  # padding first: without the mask it would win the capacity by position priority
+    x2 = x.clone()
+    x2[~keep] = torch.randn(int((~keep).sum()), 32)
+    (y1, aux1), (y2, _) = blk(x, key_padding_mask=keep), blk(x2, key_padding_mask=keep)
+    torch.testing.assert_close(y1[keep], y2[keep])
+    assert float(aux1["expert_count"].sum()) <= int(keep.sum())  # only real tokens were processed
+
+
 def test_no_position_model_is_permutation_equivariant():
     enc = TransformerEncoder(dataclasses.replace(CFG, position="none")).eval()
     x = torch.randn(2, 7, 32)

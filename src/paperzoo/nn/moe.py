@@ -172,6 +172,8 @@ class SwitchMoE(nn.Module):
     Returns :class:`MoEOutput` ``(hidden_states, aux)``.
     """
 
+    accepts_token_mask = True  # TransformerBlock passes its key-padding mask as ``mask``
+
     def __init__(self, dim: int, hidden: int, num_experts: int, k: int = 1, capacity_factor: float = 1.25,
                  eval_capacity_factor: float = 2.0, min_capacity: int = 4, capacity: int | None = None,
                  jitter_eps: float = 0.01, expert_dropout: float = 0.0, activation: str = "relu",

@@ -17,6 +17,7 @@ in every layer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -163,7 +164,10 @@ class TransformerBlock(nn.Module):
         """x (batch, seq, dim) -> (batch, seq, dim) [, aux]; masks as in :class:`MultiHeadAttention`."""
         x, _ = self._residual(x, lambda h: self.attn(h, key_padding_mask=key_padding_mask, attn_bias=attn_bias,
                                                      causal=causal, rotary=rotary), self.attn_norm)
-        x, aux = self._residual(x, self.ffn, self.ffn_norm)
+        ffn = self.ffn
+        if key_padding_mask is not None and getattr(ffn, "accepts_token_mask", False):  # MoE: padding takes no
+            ffn = functools.partial(self.ffn, mask=key_padding_mask)  # expert capacity and stays out of its losses
+        x, aux = self._residual(x, ffn, self.ffn_norm)
         return x if aux is None else (x, aux)
 
 
