@@ -59,3 +59,16 @@ def test_tiny_preset_end_to_end(tmp_path):
     d = run("tiny", out=tmp_path / "run", progress=False)
     report = (d / "report.md").read_text()
     assert "Verdict" in report and (d / "ppl_vs_steps.png").is_file() and (d / "expert_load.png").is_file()
+
+
+@pytest.mark.slow
+def test_tiny_preset_with_two_workers_matches_one(tmp_path):
+    """Worker processes (1 thread each) train the same runs: same seeds, same data order, same perplexities."""
+    import json
+
+    one = run("tiny", out=tmp_path / "one", progress=False)
+    two = run("tiny", out=tmp_path / "two", progress=False, workers=2)
+    for summary in one.glob("*/seed*/summary.json"):
+        a = json.loads(summary.read_text())
+        b = json.loads((two / summary.relative_to(one)).read_text())
+        assert abs(a["ppl"] - b["ppl"]) <= 1e-3 * a["ppl"], (summary, a["ppl"], b["ppl"])

@@ -235,9 +235,14 @@ def _plot_scaling(scaling: dict, path: Path) -> Path:
     return path
 
 
-def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False) -> Path:
-    """Train Swin and ViT over ``seeds`` seeds, measure cost scaling, write the report; returns the run folder."""
+def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
+        workers: int = 1) -> Path:
+    """Train Swin and ViT over ``seeds`` seeds, measure cost scaling, write the report; returns the run folder.
+
+    ``workers > 1`` trains that many (model, seed) runs at once in separate processes (``paperzoo.train.parallel``).
+    """
     from paperzoo.data import load_cifar10
+    from paperzoo.train.parallel import run_jobs
 
     name = preset or "small"
     if name not in PRESETS:
@@ -249,8 +254,10 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                            "subset": p.subset, "test_subset": p.test_subset,
                            "scaling_sizes": p.scaling_sizes}, seeds=range(n_seeds))
     data = tuple(_subset(load_cifar10(split), n) for split, n in (("train", p.subset), ("test", p.test_subset)))
-    results = {k: [train_one(k, s, p, run_dir / f"{k}-seed-{s}", resume, data) for s in range(n_seeds)]
-               for k in ("swin", "vit")}
+    jobs = [(k, s, p, run_dir / f"{k}-seed-{s}", resume, data, workers == 1) for k in ("swin", "vit")
+            for s in range(n_seeds)]
+    done = run_jobs(train_one, jobs, workers, label=lambda j: f"{j[0]} seed {j[1]}")
+    results = {k: [r for r, j in zip(done, jobs, strict=True) if j[0] == k] for k in ("swin", "vit")}
     accs = {k: [r["test_acc"] for r in v] for k, v in results.items()}
     acc_cmp = compare(accs["swin"], accs["vit"], higher_is_better=True)
 

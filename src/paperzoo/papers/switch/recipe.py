@@ -209,9 +209,13 @@ def step_speedup(dense_final: float, curve: list[dict], steps: int) -> float | N
 
 # ----------------------------------------------------------------------------------------------------- report
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True) -> Path:
-    """Run every variant, then write plots and ``report.md``; returns the run folder."""
+        progress: bool = True, workers: int = 1) -> Path:
+    """Run every variant, then write plots and ``report.md``; returns the run folder.
+
+    ``workers > 1`` trains that many variants at once in separate processes (``paperzoo.train.parallel``).
+    """
     from paperzoo.report import compare, new_run_dir, plot_bars_with_ci, plot_metrics, write_config, write_result
+    from paperzoo.train.parallel import run_jobs
 
     preset = preset or "small"
     if preset not in PRESETS:
@@ -222,7 +226,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     run_dir = new_run_dir("switch", out)
     write_config(run_dir, cfg, seeds=list(range(cfg.seeds)))
     train_ids, eval_ids = build_data(cfg, run_dir)
-    results = [train_one(cfg, n, s, o, train_ids, eval_ids, run_dir, resume, progress) for n, s, o in variants(cfg)]
+    jobs = [(cfg, n, s, o, train_ids, eval_ids, run_dir, resume, progress and workers == 1)
+            for n, s, o in variants(cfg)]
+    results = run_jobs(train_one, jobs, workers, label=lambda j: f"{j[1]} seed {j[2]}")
     by = {}
     for r in results:
         by.setdefault(r["name"], {})[r["seed"]] = r
