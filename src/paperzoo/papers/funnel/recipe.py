@@ -103,12 +103,13 @@ PRESETS: dict[str, Preset] = {
         finetune=FinetuneConfig(lr=1e-3, max_steps=4, batch_size=16, max_len=32, max_train=64, max_test=64),
         generator_size=0.5, generator_depth=1, vocab_size=1000, seq_len=64, docs=300, eval_docs=30,
         eval_windows=64, seeds=2, tasks=("SST-2", "MR"), timing_repeats=2, paper_table=False),
-    # the reproduction on a quiet 2-core CPU (FLOP-based estimate ~1.5 h; see the README): B2-2-2 (+2 decoder
-    # layers) vs a standard Transformer (depth matched: 4) at d 128, the paper's B6-6-6 vs L12 at a third of the depth
+    # the reproduction on a quiet 2-core CPU (estimate with --workers 2: about 1-1.5 h; see the README): B2-2-2
+    # (+2 decoder layers) vs a standard Transformer (depth matched: 4) at d 128 -- the paper's B6-6-6 vs L12 at a third
+    # of the depth. Pretraining FLOPs per step (batch 32 x 128): Funnel ~41.6 G, standard ~32.2 G (~1550 steps).
     "small": Preset(
         funnel=_funnel(blocks="2-2-2", d_model=128, n_head=2, d_head=64, d_ff=512),
-        pretrain=TrainConfig(steps=600, batch_size=32, lr=1e-3, warmup_steps=60, schedule="linear",
-                             weight_decay=0.01, eval_every=200, ckpt_every=100, log_every=20, device="cpu"),
+        pretrain=TrainConfig(steps=1200, batch_size=32, lr=1e-3, warmup_steps=120, schedule="linear",
+                             weight_decay=0.01, eval_every=400, ckpt_every=200, log_every=20, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=150, batch_size=32, max_len=64, max_train=4000),
         generator_depth=4, vocab_size=8000, seq_len=128, docs=None, seeds=3),
     # paper-like: B6-6-6 (+2 decoder layers) at d 768 vs L12-like, ELECTRA-Base-ish pretraining; a GPU machine
@@ -233,16 +234,18 @@ def replaced_token_probe(model: ElectraPretrainer, data: TensorDataset, unigram:
     """
     was = model.training
     model.eval()
-    ids, mask = data.tensors
+    ids, mask = (t.cpu() for t in data.tensors)
     g = torch.Generator().manual_seed(seed)
     cand = mask.bool() & ~torch.isin(ids, torch.tensor(model.cfg.special_ids))
     pos = cand & (torch.rand(ids.shape, generator=g) < rate)
     draws = torch.multinomial(unigram.float(), int(pos.sum()), replacement=True, generator=g)
     fake = ids.masked_scatter(pos, draws.to(ids.dtype))
     labels = pos & (fake != ids)
-    logits = torch.cat([model.rtd_head(model.discriminator(input_ids=fake[i:i + batch],
-                                                           attention_mask=mask[i:i + batch]).last_hidden_state)
-                        for i in range(0, len(ids), batch)]).float()
+    dev = next(model.parameters()).device
+    logits = torch.cat([model.rtd_head(model.discriminator(input_ids=fake[i:i + batch].to(dev),
+                                                           attention_mask=mask[i:i + batch].to(dev)
+                                                           ).last_hidden_state).float().cpu()
+                        for i in range(0, len(ids), batch)])
     model.train(was)
     sel = mask.bool()
     s, y = logits[sel], labels[sel]
@@ -267,6 +270,18 @@ def activation_bytes(fn) -> int:
 
 
 # -------------------------------------------------------------------------------------------------------- jobs
+def _device(p: Preset) -> torch.device:
+    """The training device of the preset ("auto": CUDA when available)."""
+    dev = p.pretrain.device
+    if dev == "auto":
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(dev)
+
+
+def _on(data: TensorDataset, device: torch.device) -> TensorDataset:
+    return data if device.type == "cpu" else TensorDataset(*(t.to(device) for t in data.tensors))
+
+
 def _loss_fn(model, batch):
     ids, mask = batch
     out = model(ids, mask)
@@ -293,17 +308,19 @@ def train_job(run_dir: Path, p: Preset, arch: str, cfg: FunnelConfig, seed: int,
     folder.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer(Path(run_dir) / "tokenizer.json")
     train, held = _corpus(str(run_dir), p.docs, p.eval_docs, p.seq_len, p.eval_windows)
+    dev = _device(p)
     seed_everything(seed)
-    model = _new_pretrainer(cfg, p)
+    model = _new_pretrainer(cfg, p).to(dev)
+    held_dev = _on(held, dev)
     pre_path, weights = folder / "pretrain_result.json", folder / "pretrainer.safetensors"
     if resume and pre_path.is_file() and weights.is_file():
-        load_model(model, str(weights))
+        load_model(model, str(weights), device=str(dev))
         pre = json.loads(pre_path.read_text())
     else:
-        before = evaluate_pretrainer(model.eval(), held)
+        before = evaluate_pretrainer(model.eval(), held_dev)
         model.train()
         tc = replace(p.pretrain, steps=steps, seed=seed)
-        trainer = Trainer(model, tc, train, _loss_fn, eval_fn=lambda m: evaluate_pretrainer(m, held),
+        trainer = Trainer(model, tc, train, _loss_fn, eval_fn=lambda m: evaluate_pretrainer(m, held_dev),
                           out_dir=folder / "pretrain", progress=progress)
         fit = trainer.fit(resume=resume)
         save_model(model, str(weights))
@@ -314,7 +331,7 @@ def train_job(run_dir: Path, p: Preset, arch: str, cfg: FunnelConfig, seed: int,
                "wall_time_s": fit["wall_time_s"], "s_per_step": fit["wall_time_s"] / done if done else None,
                "config": asdict(cfg)}
         pre_path.write_text(json.dumps(pre, indent=2))
-    base_state = base_from_pretrained(model).state_dict()
+    base_state = {k: v.cpu() for k, v in base_from_pretrained(model.cpu()).state_dict().items()}
     ft_path = folder / "finetune.json"
     cache = json.loads(ft_path.read_text()) if resume and ft_path.is_file() else {}
     ft, data = p.finetune, _task_data(tuple(p.tasks))
@@ -338,16 +355,17 @@ def _costs(cfgs: dict[str, FunnelConfig], p: Preset, train: TensorDataset, tok) 
     per fine-tuning step (interleaved, ``timing_repeats`` calls), activation bytes, parameters."""
     from paperzoo.bench import time_interleaved
 
-    ids, mask = (t[:p.pretrain.batch_size] for t in train.tensors)
+    dev = _device(p)
+    ids, mask = (t[:p.pretrain.batch_size].to(dev) for t in train.tensors)
     first = _task_data(tuple(p.tasks))[p.tasks[0]][0]  # one batch of the first task
-    f_ids, f_mask = encode_batch(tok, first.texts[:p.finetune.batch_size], p.finetune.max_len)
-    f_y = torch.tensor(first.labels[:p.finetune.batch_size])
+    f_ids, f_mask = (t.to(dev) for t in encode_batch(tok, first.texts[:p.finetune.batch_size], p.finetune.max_len))
+    f_y = torch.tensor(first.labels[:p.finetune.batch_size], device=dev)
     out: dict[str, dict[str, Any]] = {}
     pre_steps, ft_steps = {}, {}
     for arch, cfg in cfgs.items():
         torch.manual_seed(0)
-        pt = _new_pretrainer(cfg, p).train()
-        clf = FunnelClassifier(replace(cfg, num_labels=2)).train()
+        pt = _new_pretrainer(cfg, p).to(dev).train()
+        clf = FunnelClassifier(replace(cfg, num_labels=2)).to(dev).train()
         masked = pt.mask(ids, mask, torch.Generator().manual_seed(0))
 
         def pre_step(pt=pt, masked=masked):
@@ -422,12 +440,13 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     depth, matched = matched_depth(f_cfg, lens)
     cfgs = {"funnel": f_cfg, "standard": standard_config(f_cfg, depth)}
     train, _ = _corpus(str(run_dir), p.docs, p.eval_docs, p.seq_len, p.eval_windows)
-    batch = {"input_ids": train.tensors[0][:p.pretrain.batch_size],
-             "attention_mask": train.tensors[1][:p.pretrain.batch_size]}
+    dev = _device(p)
+    batch = {"input_ids": train.tensors[0][:p.pretrain.batch_size].to(dev),
+             "attention_mask": train.tensors[1][:p.pretrain.batch_size].to(dev)}
     step_flops = {}
     for arch, cfg in cfgs.items():
         torch.manual_seed(0)
-        step_flops[arch] = pretrain_step_flops(_new_pretrainer(cfg, p), batch)
+        step_flops[arch] = pretrain_step_flops(_new_pretrainer(cfg, p).to(dev), batch)
     steps = {"funnel": p.pretrain.steps, "standard": p.pretrain.steps}
     if p.budget == "flops":
         steps["standard"] = math.ceil(p.pretrain.steps * step_flops["funnel"] / step_flops["standard"])
