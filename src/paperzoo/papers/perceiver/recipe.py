@@ -226,8 +226,13 @@ def _verdict(verdicts: list[str]) -> str:
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True) -> Path:
-    """Train Perceiver and the baseline on every task of the preset over ``seeds`` seeds; write the report."""
+        progress: bool = True, workers: int = 1) -> Path:
+    """Train Perceiver and the baseline on every task of the preset over ``seeds`` seeds; write the report.
+
+    ``workers > 1`` trains that many (model, seed) runs of a task at once in separate processes.
+    """
+    from paperzoo.train.parallel import run_jobs
+
     name = preset or "small"
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r} for perceiver; valid: {', '.join(PRESETS)}")
@@ -246,8 +251,10 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     measurements, details, verdicts, plots, bars = {}, {"preset": name}, [], [], {}
     for task in p.tasks:
         data = (_load(task, "train", p.subset), _load(task, "test", p.test_subset))
-        res = {k: [train_one(task, k, s, p, run_dir / task / k / f"seed-{s}", resume, data, progress)
-                   for s in range(n_seeds)] for k in ("perceiver", "transformer")}
+        jobs = [(task, k, s, p, run_dir / task / k / f"seed-{s}", resume, data, progress and workers == 1)
+                for k in ("perceiver", "transformer") for s in range(n_seeds)]
+        done = run_jobs(train_one, jobs, workers, label=lambda j: f"{j[0]} {j[1]} seed {j[2]}")
+        res = {k: [r for r, j in zip(done, jobs, strict=True) if j[1] == k] for k in ("perceiver", "transformer")}
         accs = {k: [r["test_acc"] for r in v] for k, v in res.items()}
         cmp = compare(accs["perceiver"], accs["transformer"], higher_is_better=True, margin=-MARGIN)
         verdicts.append(cmp.verdict)
