@@ -103,14 +103,14 @@ PRESETS: dict[str, Preset] = {
         finetune=FinetuneConfig(lr=1e-3, max_steps=4, batch_size=16, max_len=32, max_train=64, max_test=64),
         generator_size=0.5, generator_depth=1, vocab_size=1000, seq_len=64, docs=300, eval_docs=30,
         eval_windows=64, seeds=2, tasks=("SST-2", "MR"), timing_repeats=2, paper_table=False),
-    # the reproduction on a quiet 2-core CPU (estimate with --workers 2: about 1-1.5 h; see the README): B2-2-2
+    # the reproduction on a quiet 2-core CPU (estimate with --workers 2: about 1.5 h; see the README): B2-2-2
     # (+2 decoder layers) vs a standard Transformer (depth matched: 4) at d 128 -- the paper's B6-6-6 vs L12 at a third
     # of the depth. Pretraining FLOPs per step (batch 32 x 128): Funnel ~41.6 G, standard ~32.2 G (~1550 steps).
     "small": Preset(
         funnel=_funnel(blocks="2-2-2", d_model=128, n_head=2, d_head=64, d_ff=512),
         pretrain=TrainConfig(steps=1200, batch_size=32, lr=1e-3, warmup_steps=120, schedule="linear",
                              weight_decay=0.01, eval_every=400, ckpt_every=200, log_every=20, device="cpu"),
-        finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=150, batch_size=32, max_len=64, max_train=4000),
+        finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=300, batch_size=32, max_len=64, max_train=6000),
         generator_depth=4, vocab_size=8000, seq_len=128, docs=None, seeds=3),
     # paper-like: B6-6-6 (+2 decoder layers) at d 768 vs L12-like, ELECTRA-Base-ish pretraining; a GPU machine
     "full": Preset(
