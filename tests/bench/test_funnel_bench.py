@@ -6,13 +6,7 @@ import torch
 from paperzoo.bench import all_benches
 from paperzoo.bench.funnel import build_pair, inputs, run
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_rows_and_parity_at_toy_sizes():

@@ -13,14 +13,7 @@ from transformers.models.switch_transformers.modeling_switch_transformers import
 from paperzoo.hf import from_hf, to_hf
 from paperzoo.nn.moe import SwitchMoE
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one intra-op thread avoids thread hand-offs that dominate on a shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def hf_mlp(capacity: int = 64, jitter: float = 0.0, act: str = "relu", seed: int = 0) -> SwitchTransformersSparseMLP:

@@ -8,14 +8,7 @@ import torch.nn.functional as F
 
 from paperzoo.nn.moe import SwitchMoE, balance_loss, expert_capacity, router_z_loss
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one intra-op thread avoids thread hand-offs that dominate on a shared 2-core machine."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def reference(moe: SwitchMoE, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -12,14 +12,7 @@ from paperzoo import registry
 from paperzoo.papers.posenc import recipe
 from paperzoo.papers.posenc.model import ENCODINGS, CharLM, CharLMConfig
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models on a shared 2-core machine run far faster on one thread; restore the setting after."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.parametrize("position", ENCODINGS)

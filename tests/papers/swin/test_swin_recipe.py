@@ -9,15 +9,6 @@ from paperzoo.papers.swin import recipe
 from paperzoo.papers.swin.vit import ViT, ViTConfig, vit_flops
 
 
-@pytest.fixture
-def one_thread():
-    """Two OpenMP threads on a loaded 2-core machine wait on each other at every op; one is faster here."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def test_tiny_run_learns_and_reports(tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
     tiny = recipe.PRESETS["tiny"]

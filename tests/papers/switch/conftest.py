@@ -1,11 +1,6 @@
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """These models are tiny: one intra-op thread avoids thread hand-offs that dominate on a shared 2-core box."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+def _tiny_models(one_thread):
+    """Every test here uses tiny models: run them on one thread (see tests/conftest.py)."""
