@@ -7,7 +7,7 @@ register(Paper(
     title="MobileNetV2: Inverted Residuals and Linear Bottlenecks",
     arxiv="1801.04381",
     year=2018,
-    status="implemented",
+    status="verified",
     models=("MobileNetV2Model", "MobileNetV2ForImageClassification"),
     recipes={"mobilenetv2": "paperzoo.papers.mobilenetv2.recipe:run"},
     benches={"mobilenetv2": "paperzoo.bench.mobilenetv2:run"},
