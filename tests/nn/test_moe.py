@@ -268,30 +268,3 @@ def test_trimmed_buffer_identical_to_full_capacity():
         yb.square().sum().backward()
         for ga, gb in ((xa.grad, xb.grad), (a.w1.grad, b.w1.grad), (a.router.weight.grad, b.router.weight.grad)):
             torch.testing.assert_close(ga, gb, rtol=1e-6, atol=1e-7)
-
-
-@pytest.mark.skipif(not hasattr(torch.nn.functional, "grouped_mm"), reason="torch without F.grouped_mm")
-def test_grouped_gemm_path_matches_padded_buffers_with_biases():
-    """The jagged grouped-GEMM experts (no capacity padding) equal the padded (E, C, D) batched matmuls."""
-    torch.manual_seed(12)
-    for k in (1, 2):
-        a = SwitchMoE(16, 32, 4, k=k, bias=True, activation="gelu", min_capacity=1, capacity_factor=0.9,
-                      jitter_eps=0.0).train()
-        b = SwitchMoE(16, 32, 4, k=k, bias=True, activation="gelu", min_capacity=1, capacity_factor=0.9,
-                      jitter_eps=0.0, trim_capacity=False).train()
-        with torch.no_grad():
-            for p in (a.b1, a.b2):
-                p.normal_()
-        b.load_state_dict(a.state_dict())
-        x = torch.randn(2, 12, 16)
-        assert a._use_grouped_mm(x) and not b._use_grouped_mm(x)
-        xa, xb = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-        ya, yb = a(xa).hidden_states, b(xb).hidden_states
-        assert 0 < float(a(x).aux["fraction_dropped"]) < 1  # some tokens dropped: the masking is exercised
-        torch.testing.assert_close(ya, yb, rtol=0, atol=1e-6)
-        ya.square().sum().backward()
-        yb.square().sum().backward()
-        for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
-            torch.testing.assert_close(pa.grad, pb.grad, rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-5, atol=1e-6)
-    assert not SwitchMoE(6, 16, 4)._use_grouped_mm(torch.randn(2, 6))  # 24-byte rows: padded path

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,36 +11,17 @@ import torch
 _PEAK_CACHE: dict[tuple[int, str, str], float] = {}
 
 
-def _grouped_mm_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
-    """``aten._grouped_mm`` (jagged per-expert GEMMs, MoE): 2 x multiply-adds, jagged dimension summed over groups.
-
-    (M, K) x (G, K, N) -> (M, N): 2MKN; (K, M) x (M, N) -> (G, K, N) (weight gradients, M split into groups):
-    2KMN; (G, M, K) x (G, K, N): 2GMKN.
-    """
-    if len(a_shape) == 2 and len(b_shape) == 3:
-        return 2 * a_shape[0] * a_shape[1] * b_shape[2]
-    if len(a_shape) == 2 and len(b_shape) == 2:
-        return 2 * a_shape[0] * a_shape[1] * b_shape[1]
-    if len(a_shape) == 3 and len(b_shape) == 3:
-        return 2 * a_shape[0] * a_shape[1] * a_shape[2] * b_shape[2]
-    return 2 * math.prod(out_shape) * a_shape[-1]  # (G, M, K) x (K_total, N): jagged in b
-
-
-_EXTRA_FORMULAS = {torch.ops.aten._grouped_mm: _grouped_mm_flops} if hasattr(torch.ops.aten, "_grouped_mm") else {}
-
-
 def count_flops(fn: Callable[[], Any]) -> int:
     """FLOPs of everything ``fn()`` runs (forward, or forward and backward if ``fn`` calls ``backward``).
 
     Counted by :class:`torch.utils.flop_counter.FlopCounterMode`: a ``(m, k) @ (k, n)`` matmul is ``2*m*n*k``;
-    ``aten._grouped_mm`` (MoE experts) is counted by :func:`_grouped_mm_flops`; ops without a registered formula
-    (elementwise, norms, softmax) count zero.
+    ops without a registered formula (elementwise, norms, softmax) count zero.
     """
     from torch.utils.flop_counter import FlopCounterMode
 
     if not callable(fn):
         raise ValueError(f"count_flops expects a zero-argument callable, got {type(fn).__name__}")
-    mode = FlopCounterMode(display=False, custom_mapping=_EXTRA_FORMULAS)
+    mode = FlopCounterMode(display=False)
     with mode:
         fn()
     return int(mode.get_total_flops())

@@ -16,12 +16,10 @@ width, F expert hidden width, C expert capacity.
   coefficient is the caller's. Router z-loss (ST-MoE, arXiv 2202.08906, eq. 5): mean over tokens of
   ``logsumexp(logits)^2`` on the raw logits. Padding tokens (``mask == 0``) take no capacity, get zero output and
   are left out of both losses and of the metrics.
-* Dispatch is vectorised: positions in each expert come from a cumulative sum over the one-hot choices. On CPU
-  (torch >= 2.9, 16-byte-aligned widths) the kept tokens are sorted by expert and each expert's run goes through one
-  jagged GEMM (``F.grouped_mm``): exactly the dense FFN's FLOPs for the kept tokens, no capacity padding. Otherwise
-  tokens are gathered into an (E, C, D) buffer and the experts run as batched matmuls with stacked weights (E, D, F),
-  (E, F, D). Either way dispatch and combine are inverse gathers, so backward needs no scatter-add either. Memory
-  is O(T * (E + D)), no (T, E, C) dispatch tensor.
+* Dispatch is vectorised: positions in each expert come from a cumulative sum over the one-hot choices, tokens are
+  gathered into an (E, C, D) buffer, experts run as batched matmuls with stacked weights (E, D, F), (E, F, D), and
+  outputs are gathered back; dispatch and combine are inverse gathers, so backward needs no scatter-add either.
+  Memory is O(T * (E + D)), no (T, E, C) dispatch tensor.
 * Expert parallelism: with ``group`` set, each of the W ranks owns E / W experts; each rank routes its own tokens
   with capacity computed from its own token count (the paper's per-core capacity) and exchanges the capacity
   buffers with ``all_to_all`` (forward and backward). Every rank must hold the same number of tokens.
@@ -38,7 +36,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange, reduce, repeat
 
-_HAS_GROUPED_MM = hasattr(F, "grouped_mm")  # torch >= 2.9; older versions use the padded batched matmuls
 BALANCE_COEF = 1e-2  # the paper's alpha (sec. 2.2)
 Z_LOSS_COEF = 1e-3  # ST-MoE's router z-loss coefficient
 
@@ -241,39 +238,6 @@ class SwitchMoE(nn.Module):
             h = h + self.b2
         return h
 
-    def _use_grouped_mm(self, x: torch.Tensor) -> bool:
-        """Jagged grouped GEMM path: CPU only (CUDA's kernel wants bf16 on sm80+ and is untested here), no EP, and
-        rows of D and F whose byte strides are multiples of 16 (the kernel's requirement)."""
-        aligned = (self.dim * x.element_size()) % 16 == 0 and (self.hidden * x.element_size()) % 16 == 0
-        return (self.trim_capacity and self.group is None and _HAS_GROUPED_MM and x.device.type == "cpu"
-                and aligned and not torch.is_autocast_enabled("cpu"))
-
-    def _grouped_experts(self, src: torch.Tensor, expert: torch.Tensor, keep: torch.Tensor, n: int) -> torch.Tensor:
-        """The experts on exactly the ``n`` kept assignments, no capacity padding: (A, D) -> (A, D).
-
-        Assignments are sorted by expert (a gather), each expert's contiguous run goes through one jagged GEMM
-        (``F.grouped_mm`` with the run ends as offsets), and rows are gathered back; dropped assignments get an
-        arbitrary finite row, which the caller zeroes with the gate * keep factor. Both gathers are each other's
-        adjoint, as in the padded path.
-        """
-        A, E = src.shape[0], self.num_experts
-        order = torch.argsort(torch.where(keep, expert, E), stable=True)[:n]  # sorted row -> assignment
-        rank = torch.full((A,), n, dtype=order.dtype, device=src.device)
-        rank[order] = torch.arange(n, device=src.device)  # assignment -> sorted row (n = none)
-        offs = torch.bincount(expert[keep], minlength=E).cumsum(0).to(torch.int32)
-        xs = _RowGather.apply(src, order, rank, keep.to(src.dtype)[:, None])  # (n, D)
-        e_rows = expert[order]
-        h = F.grouped_mm(xs, _cast(self.w1, xs), offs=offs)
-        if self.b1 is not None:
-            h = h + self.b1.squeeze(1)[e_rows]
-        h = _ACTIVATIONS[self.activation](h)
-        if self.training and self.expert_dropout > 0:
-            h = F.dropout(h, self.expert_dropout, True)
-        out = F.grouped_mm(h, _cast(self.w2, h), offs=offs)
-        if self.b2 is not None:
-            out = out + self.b2.squeeze(1)[e_rows]
-        return _RowGather.apply(out, rank, order, torch.ones(n, 1, dtype=out.dtype, device=out.device))
-
     def forward(self, hidden_states: torch.Tensor, mask: torch.Tensor | None = None) -> MoEOutput:
         """``hidden_states`` (batch, seq, D) or (tokens, D) (HF's argument name), ``mask`` 1 = real token."""
         x = hidden_states
@@ -309,47 +273,43 @@ class SwitchMoE(nn.Module):
             onehot = onehot * valid_f.to(torch.int32)[..., None]
         pos = onehot.cumsum(1).gather(2, idx_f[..., None]).squeeze(2) - 1  # (G, kTg) 0-based rank in the expert
         keep = pos < C if valid is None else (pos < C) & valid_f
+        if self.trim_capacity and self.group is None:
+            # Same kept tokens, packed per expert across groups into a buffer only as long as the fullest expert
+            # (one host sync): the experts skip the empty capacity slots.
+            kept = onehot * keep.to(torch.int32)[..., None]
+            if G > 1:
+                kept = kept.reshape(1, -1, E)
+                pos = kept.cumsum(1).gather(2, idx_f.reshape(1, -1, 1)).squeeze(2).reshape(G, -1) - 1
+            R = max(1, int(kept.sum((0, 1)).max()))  # rows per expert
+            slot_of = idx_f * R + pos
+        else:
+            R = G * C
+            slot_of = idx_f * R + torch.arange(G, device=x.device)[:, None] * C + pos
+        S = E * R  # slots; index S means "no slot" (dropped or padding) / "no token" (empty slot)
+        slot = torch.where(keep, slot_of, S).reshape(-1)  # (A,) per assignment
+        A = slot.shape[0]
+        inverse = torch.full((S + 1,), A, dtype=slot.dtype, device=x.device)
+        inverse[slot] = torch.arange(A, device=x.device)  # only the discarded row S sees duplicates
+        inverse = inverse[:S]
+
+        # Dispatch: (A = G k Tg, D) -> (S, D) as a gather; each real slot holds at most one token. Empty slots
+        # hold a copy of some token: the experts compute on it, the combine never reads it, its gradient is zero.
         src = xt if k == 1 else repeat(xt, "(g t) d -> (g k t) d", g=G, k=k)
         keep_f = keep.reshape(-1, 1).to(x.dtype)
-        g = rearrange(gate, "(g t) k -> (g k t) 1", g=G).to(x.dtype) * keep_f
-        n_kept = int(keep.sum()) if self._use_grouped_mm(x) else 0  # one host sync, as the trimmed buffer's
-        if n_kept > 0:
-            y = self._grouped_experts(src, idx_f.reshape(-1), keep.reshape(-1), n_kept) * g
+        buf = rearrange(_RowGather.apply(src, inverse, slot, keep_f), "(e c) d -> e c d", e=E)  # (E, R, D)
+        if self.group is None:
+            out = self.experts(buf)
         else:
-            if self.trim_capacity and self.group is None:
-                # Same kept tokens, packed per expert across groups into a buffer only as long as the fullest expert
-                # (one host sync): the experts skip the empty capacity slots.
-                kept = onehot * keep.to(torch.int32)[..., None]
-                if G > 1:
-                    kept = kept.reshape(1, -1, E)
-                    pos = kept.cumsum(1).gather(2, idx_f.reshape(1, -1, 1)).squeeze(2).reshape(G, -1) - 1
-                R = max(1, int(kept.sum((0, 1)).max()))  # rows per expert
-                slot_of = idx_f * R + pos
-            else:
-                R = G * C
-                slot_of = idx_f * R + torch.arange(G, device=x.device)[:, None] * C + pos
-            S = E * R  # slots; index S means "no slot" (dropped or padding) / "no token" (empty slot)
-            slot = torch.where(keep, slot_of, S).reshape(-1)  # (A,) per assignment
-            A = slot.shape[0]
-            inverse = torch.full((S + 1,), A, dtype=slot.dtype, device=x.device)
-            inverse[slot] = torch.arange(A, device=x.device)  # only the discarded row S sees duplicates
-            inverse = inverse[:S]
+            W = self.world
+            recv = all_to_all(rearrange(buf, "(w e) c d -> (w e c) d", w=W), self.group)
+            h = rearrange(recv, "(w e c) d -> e (w c) d", w=W, c=R)
+            h = self.experts(h)
+            out = all_to_all(rearrange(h, "e (w c) d -> (w e c) d", w=W), self.group)
+        out = out.reshape(S, self.dim)
 
-            # Dispatch: (A = G k Tg, D) -> (S, D) as a gather; each real slot holds at most one token. Empty slots
-            # hold a copy of some token: the experts compute on it, the combine never reads it, its gradient is zero.
-            buf = rearrange(_RowGather.apply(src, inverse, slot, keep_f), "(e c) d -> e c d", e=E)  # (E, R, D)
-            if self.group is None:
-                out = self.experts(buf)
-            else:
-                W = self.world
-                recv = all_to_all(rearrange(buf, "(w e) c d -> (w e c) d", w=W), self.group)
-                h = rearrange(recv, "(w e c) d -> e (w c) d", w=W, c=R)
-                h = self.experts(h)
-                out = all_to_all(rearrange(h, "e (w c) d -> (w e c) d", w=W), self.group)
-            out = out.reshape(S, self.dim)
-
-            # Combine: gather each assignment's expert output and scale it by gate * keep (exactly zero when dropped).
-            y = _RowGather.apply(out, slot, inverse, (inverse < A).to(out.dtype)[:, None]) * g
+        # Combine: gather each assignment's expert output and scale it by gate * keep (exactly zero when dropped).
+        g = rearrange(gate, "(g t) k -> (g k t) 1", g=G).to(out.dtype) * keep_f.to(out.dtype)
+        y = _RowGather.apply(out, slot, inverse, (inverse < A).to(out.dtype)[:, None]) * g
         if k > 1:
             y = reduce(y, "(g k t) d -> (g t) d", "sum", g=G, k=k)
         keep = keep.reshape(-1)
