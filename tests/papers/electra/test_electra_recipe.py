@@ -52,3 +52,15 @@ def test_resume_skips_finished_stages_and_reproduces_the_report(tmp_path):
 def test_unknown_preset_raises(tmp_path):
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         recipe.run("huge", out=tmp_path)
+
+
+@pytest.mark.slow
+def test_two_workers_give_the_same_report_as_one(tmp_path):
+    one = recipe.run("tiny", out=tmp_path / "one", progress=False)
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "tokenizer.json").write_text((one / "tokenizer.json").read_text())  # same vocabulary
+    two = recipe.run("tiny", out=tmp_path / "two", progress=False, workers=2)
+    a = json.loads((one / "result.json").read_text())["measurements"]
+    b = json.loads((two / "result.json").read_text())["measurements"]
+    for key in ("mini-GLUE ELECTRA", "mini-GLUE MLM"):
+        assert a[key]["values"] == pytest.approx(b[key]["values"], abs=1e-6), key

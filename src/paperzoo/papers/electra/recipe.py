@@ -34,6 +34,7 @@ from paperzoo.report import (
     write_result,
 )
 from paperzoo.train import TrainConfig, Trainer, seed_everything
+from paperzoo.train.parallel import run_jobs
 
 from .finetune import TASKS, FinetuneConfig, finetune_task, load_task
 from .model import ElectraConfig, ElectraGenerator, build_generator_and_discriminator, mlm_config
@@ -221,7 +222,19 @@ def finetune_all(enc_dir: Path, tok, preset: Preset, seed: int, resume: bool, da
     return scores
 
 
+def pretrain_and_finetune(mode: str, preset: Preset, vocab_size: int, train: TensorDataset, held_out: TensorDataset,
+                          seed: int, out_dir: Path, resume: bool, steps: int | None, progress: bool, tok,
+                          data: dict) -> tuple[dict, dict[str, float]]:
+    """One job of a recipe: pretrain ``mode`` with ``seed`` in ``out_dir``, then fine-tune it on every task."""
+    summary = pretrain(mode, preset, vocab_size, train, held_out, seed, out_dir, resume, steps, progress)
+    return summary, finetune_all(out_dir, tok, preset, seed, resume, data)
+
+
 # ------------------------------------------------------------------------------------------------- the recipes
+def _label(job: tuple) -> str:
+    return f"{job[0]} seed {job[5]}"
+
+
 def _setup(name: str | None, seeds: int | None, out: Path | None, recipe: str):
     name = name or "quick"
     if name not in PRESETS:
@@ -252,8 +265,11 @@ def _per_task(results: dict[str, list[dict[str, float]]], tasks) -> dict[str, li
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True) -> Path:
-    """ELECTRA vs MLM at equal FLOPs over ``seeds`` seeds; writes the report and returns the run folder."""
+        progress: bool = True, workers: int = 1) -> Path:
+    """ELECTRA vs MLM at equal FLOPs over ``seeds`` seeds; writes the report and returns the run folder.
+
+    ``workers > 1`` runs that many (objective, seed) pretrain-and-fine-tune jobs at once in separate processes.
+    """
     name, p, n_seeds, run_dir = _setup(preset, seeds, out, "electra")
     p, tok, train, held, data = _prepare(run_dir, p)
     vocab = tok.get_vocab_size()
@@ -267,11 +283,11 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                  seeds=range(n_seeds))
     results: dict[str, list[dict[str, float]]] = {"electra": [], "mlm": []}
     pre: dict[str, list[dict]] = {"electra": [], "mlm": []}
-    for s in range(n_seeds):
-        for mode, steps in (("electra", p.pretrain.steps), ("mlm", mlm_steps)):
-            d = run_dir / f"seed-{s}" / mode
-            pre[mode].append(pretrain(mode, p, vocab, train, held, s, d, resume, steps, progress))
-            results[mode].append(finetune_all(d, tok, p, s, resume, data))
+    jobs = [(mode, p, vocab, train, held, s, run_dir / f"seed-{s}" / mode, resume, steps, progress and workers == 1,
+             tok, data) for s in range(n_seeds) for mode, steps in (("electra", p.pretrain.steps), ("mlm", mlm_steps))]
+    for job, (summary, scores) in zip(jobs, run_jobs(pretrain_and_finetune, jobs, workers, label=_label), strict=True):
+        pre[job[0]].append(summary)
+        results[job[0]].append(scores)
     e, m = [r["mini-GLUE"] for r in results["electra"]], [r["mini-GLUE"] for r in results["mlm"]]
     cmp = compare(e, m, higher_is_better=True)
     measurements = {"mini-GLUE ELECTRA": e, "mini-GLUE MLM": m, "ELECTRA - MLM (mini-GLUE)": cmp}
@@ -310,8 +326,11 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
 
 
 def run_ablations(preset: str | None = None, seeds: int | None = None, out: Path | None = None,
-                  resume: bool = False, progress: bool = True) -> Path:
-    """ELECTRA, All-Tokens MLM, Replace MLM, ELECTRA 15% and MLM at equal steps; writes the report."""
+                  resume: bool = False, progress: bool = True, workers: int = 1) -> Path:
+    """ELECTRA, All-Tokens MLM, Replace MLM, ELECTRA 15% and MLM at equal steps; writes the report.
+
+    ``workers > 1`` runs that many (objective, seed) jobs at once in separate processes.
+    """
     name, p, n_seeds, run_dir = _setup(preset, seeds, out, "electra-ablations")
     p, tok, train, held, data = _prepare(run_dir, p)
     vocab = tok.get_vocab_size()
@@ -321,11 +340,10 @@ def run_ablations(preset: str | None = None, seeds: int | None = None, out: Path
                            "objective": asdict(p.objective), "modes": list(ABLATION_MODES),
                            "flops_per_step": f}, seeds=range(n_seeds))
     results: dict[str, list[dict[str, float]]] = {m: [] for m in ABLATION_MODES}
-    for s in range(n_seeds):
-        for mode in ABLATION_MODES:
-            d = run_dir / f"seed-{s}" / mode
-            pretrain(mode, p, vocab, train, held, s, d, resume, None, progress)
-            results[mode].append(finetune_all(d, tok, p, s, resume, data))
+    jobs = [(mode, p, vocab, train, held, s, run_dir / f"seed-{s}" / mode, resume, None, progress and workers == 1,
+             tok, data) for s in range(n_seeds) for mode in ABLATION_MODES]
+    for job, (_, scores) in zip(jobs, run_jobs(pretrain_and_finetune, jobs, workers, label=_label), strict=True):
+        results[job[0]].append(scores)
     glue = {m: [r["mini-GLUE"] for r in results[m]] for m in ABLATION_MODES}
     cmps = {m: compare(glue["electra"], glue[m]) for m in ("electra-15", "mlm")}
     verdicts = {verdict_from(c) for c in cmps.values()}
