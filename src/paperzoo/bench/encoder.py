@@ -16,7 +16,7 @@ import torch
 
 from paperzoo.bench.flops import count_flops, machine_peak_gflops
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import time_interleaved
+from paperzoo.bench.timing import profile_tables, time_interleaved
 
 __all__ = ["encoder", "build_pair", "profile_encoder"]
 
@@ -102,21 +102,11 @@ def encoder(sizes=SIZES, repeats: int | None = None, min_time: float | None = No
 
 def profile_encoder(batch: int = 8, seq: int = 128, steps: int = 3, row_limit: int = 20, part: str = "stack") -> str:
     """torch.profiler tables (self CPU time) of one forward+backward ``part`` for ours and HF, for finding hot ops."""
-    from torch.profiler import ProfilerActivity, profile
-
     hf, ours = build_pair(max_len=max(seq, 512))
     f_ours, f_hf = _cases(hf, ours, batch, seq)[part]
     grad = torch.randn(batch, seq, DIM)
-    out = []
-    for name, step in (("ours", _train_step(f_ours, [ours], grad)), ("transformers", _train_step(f_hf, [hf], grad))):
-        step()
-        with profile(activities=[ProfilerActivity.CPU]) as p:
-            for _ in range(steps):
-                step()
-        out.append(f"== {name} ({part}, batch {batch} x seq {seq}, {steps} fwd+bwd steps)\n"
-                   + p.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit))
-    return "\n".join(out)
-
+    return profile_tables({"ours": _train_step(f_ours, [ours], grad), "transformers": _train_step(f_hf, [hf], grad)},
+                          f"{part}, batch {batch} x seq {seq}, fwd+bwd", steps, row_limit)
 
 if __name__ == "__main__":
     import sys

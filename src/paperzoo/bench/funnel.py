@@ -22,7 +22,7 @@ import torch
 
 from paperzoo.bench.flops import count_flops, machine_peak_gflops
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import time_interleaved
+from paperzoo.bench.timing import profile_tables, time_interleaved
 
 __all__ = ["CONFIGS", "build_pair", "inputs", "run", "profile_funnel"]
 
@@ -147,20 +147,10 @@ def run(configs: tuple[tuple[str, int, int], ...] = CONFIGS, models: tuple[str, 
 def profile_funnel(blocks: str = "2-2", hf_class: str = "FunnelModel", batch: int = 8, seq: int = 128,
                    steps: int = 3, row_limit: int = 25) -> str:
     """torch.profiler tables (self CPU time) of ``steps`` forward+backward calls, ours then HF, for finding hot ops."""
-    from torch.profiler import ProfilerActivity, profile
-
     hf, ours = build_pair(blocks, hf_class)
     _, _, s_ours, s_hf = _fns(hf, ours, inputs(batch, seq, VOCAB))
-    out = []
-    for name, step in (("ours", s_ours), ("transformers", s_hf)):
-        step()
-        with profile(activities=[ProfilerActivity.CPU]) as p:
-            for _ in range(steps):
-                step()
-        out.append(f"== {name} ({hf_class} {blocks}, batch {batch} x seq {seq}, {steps} fwd+bwd)\n"
-                   + p.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit))
-    return "\n".join(out)
-
+    return profile_tables({"ours": s_ours, "transformers": s_hf}, f"{hf_class} {blocks}, batch {batch} x seq {seq}, "
+                          "fwd+bwd", steps, row_limit)
 
 if __name__ == "__main__":
     import sys

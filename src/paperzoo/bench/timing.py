@@ -92,3 +92,19 @@ def time_interleaved(fns: Mapping[str, Callable[[], Any]], warmup: int = 3, repe
         if disable_gc and gc_was_on:
             gc.enable()
     return {k: Stats.of(v) for k, v in times.items()}
+
+
+def profile_tables(fns: Mapping[str, Callable[[], Any]], label: str, steps: int = 3, row_limit: int = 20) -> str:
+    """torch.profiler tables (self CPU time) of ``steps`` calls of each fn after one warm-up call, one per name;
+    for finding the hot ops of ours vs a peer. ``label`` describes the case in each table's heading."""
+    from torch.profiler import ProfilerActivity, profile
+
+    out = []
+    for name, fn in fns.items():
+        fn()
+        with profile(activities=[ProfilerActivity.CPU]) as p:
+            for _ in range(steps):
+                fn()
+        out.append(f"== {name} ({label}, {steps} calls)\n"
+                   + p.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit))
+    return "\n".join(out)
