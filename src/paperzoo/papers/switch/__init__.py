@@ -17,5 +17,5 @@ register(Paper(
         "The load-balancing loss keeps expert load near uniform; without it, load collapses onto few experts.",
         "Raising the capacity factor lowers the fraction of dropped tokens (1.0 > 1.25 > 2.0).",
     ),
-    presets=("tiny", "mini", "small"),
+    presets=("tiny", "mini", "small", "full"),
 ))

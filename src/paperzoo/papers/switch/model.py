@@ -63,7 +63,8 @@ class SwitchLMConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides) -> SwitchLMConfig:
-        """``tiny`` (tests, seconds on CPU) or ``small`` (the laptop reproduction); keyword overrides on top."""
+        """``tiny`` (tests, seconds on CPU), ``compact`` (the CPU reproduction) or ``small`` (the ``full`` recipe);
+        keyword overrides on top."""
         if name not in PRESETS:
             raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
         return dataclasses.replace(PRESETS[name], **overrides)
@@ -79,6 +80,8 @@ class SwitchLMConfig:
 PRESETS = {
     "tiny": SwitchLMConfig(vocab_size=512, dim=64, depth=2, num_heads=2, ffn_dim=128, max_len=128, num_experts=4,
                            dropout=0.0),
+    "compact": SwitchLMConfig(vocab_size=4096, dim=128, depth=4, num_heads=4, ffn_dim=512, max_len=256, num_experts=8,
+                              dropout=0.1),
     "small": SwitchLMConfig(vocab_size=8192, dim=256, depth=4, num_heads=4, ffn_dim=1024, max_len=256, num_experts=8,
                             dropout=0.1),
 }
