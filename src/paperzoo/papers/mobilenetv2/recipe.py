@@ -155,12 +155,15 @@ def evaluate(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
     return {"accuracy": correct / len(images), "loss": loss / len(images)}
 
 
-def load_data(cfg: RecipeConfig) -> dict[str, torch.Tensor]:
-    """CIFAR-10 (JPEG) train/test as uint8 tensors, subsampled with a fixed generator (same for every seed)."""
+@functools.lru_cache(maxsize=1)
+def load_data(train_subset: int | None, test_subset: int | None) -> dict[str, torch.Tensor]:
+    """CIFAR-10 (JPEG) train/test as uint8 tensors, subsampled with a fixed generator (same for every seed).
+
+    Cached: a worker process that trains several jobs reads the images once."""
     from paperzoo.data import load_cifar10
 
     out = {}
-    for split, n in (("train", cfg.train_subset), ("test", cfg.test_subset)):
+    for split, n in (("train", train_subset), ("test", test_subset)):
         d = load_cifar10(split)
         images, labels = d.images, d.labels
         if n is not None and n < len(labels):
@@ -168,12 +171,6 @@ def load_data(cfg: RecipeConfig) -> dict[str, torch.Tensor]:
             images, labels = images[idx], labels[idx]
         out[f"{split}_images"], out[f"{split}_labels"] = images.contiguous(), labels.contiguous()
     return out
-
-
-@functools.lru_cache(maxsize=1)
-def _cached_data(train_subset: int | None, test_subset: int | None) -> dict[str, torch.Tensor]:
-    """:func:`load_data` once per process (worker processes train several jobs on the same data)."""
-    return load_data(replace(PRESETS["tiny"], train_subset=train_subset, test_subset=test_subset))
 
 
 def _optimizer(model: torch.nn.Module, cfg: RecipeConfig) -> torch.optim.Optimizer:
@@ -232,7 +229,7 @@ def _train_and_record(cfg: RecipeConfig, variant: str, seed: int, run_dir: Path,
     final = folder / "final.json"
     if resume and final.is_file():
         return json.loads(final.read_text())
-    data = data if data is not None else _cached_data(cfg.train_subset, cfg.test_subset)
+    data = data if data is not None else load_data(cfg.train_subset, cfg.test_subset)
     model, summary = train_variant(cfg, variant, seed, data, folder, resume=resume, progress=progress)
     rec = {"variant": variant, "seed": seed, "accuracy": summary["eval"]["accuracy"],
            "test_loss": summary["eval"]["loss"], "train_loss": summary["loss"], "wall_time_s": summary["wall_time_s"]}
@@ -268,7 +265,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                            "model_configs": {v: asdict(cfg.model_config(v)) for v in cfg.variants}},
                  seeds=list(range(cfg.seeds)))
     given_data = data is not None
-    data = data if given_data else _cached_data(cfg.train_subset, cfg.test_subset)
+    data = data if given_data else load_data(cfg.train_subset, cfg.test_subset)
     jobs = [(cfg, variant, seed, run_dir, resume, progress and workers == 1, data if given_data else None)
             for seed in range(cfg.seeds) for variant in cfg.variants]
     t0 = time.time()
