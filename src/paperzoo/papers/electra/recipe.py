@@ -27,6 +27,7 @@ from torch.utils.data import TensorDataset
 from paperzoo.report import (
     compare,
     new_run_dir,
+    pick_preset,
     plot_bars_with_ci,
     plot_metrics,
     verdict_from,
@@ -236,10 +237,7 @@ def _label(job: tuple) -> str:
 
 
 def _setup(name: str | None, seeds: int | None, out: Path | None, recipe: str):
-    name = name or "quick"
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r} for {recipe}; valid: {', '.join(PRESETS)}")
-    p = PRESETS[name]
+    name, p = pick_preset(PRESETS, name, "quick", recipe)
     n_seeds = seeds or p.seeds
     run_dir = new_run_dir(PAPER, out)
     return name, p, n_seeds, run_dir

@@ -15,7 +15,15 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from paperzoo.data import load_fashion_mnist
-from paperzoo.report import compare, new_run_dir, plot_bars_with_ci, plot_metrics, write_config, write_result
+from paperzoo.report import (
+    compare,
+    new_run_dir,
+    pick_preset,
+    plot_bars_with_ci,
+    plot_metrics,
+    write_config,
+    write_result,
+)
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 
 from .model import SmallCNN, SmallCNNConfig
@@ -91,10 +99,7 @@ def train_seed(seed: int, preset: Preset, out_dir: Path, resume: bool, progress:
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False) -> Path:
     """Train ``seeds`` seeds of SmallCNN and write the report; returns the run folder."""
-    name = preset or "small"
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r} for fashion-cnn; valid: {', '.join(PRESETS)}")
-    p = PRESETS[name]
+    name, p = pick_preset(PRESETS, preset, "small", "fashion-cnn")
     n_seeds = seeds or p.seeds
     run_dir = new_run_dir("fashion-cnn", out)
     write_config(run_dir, {"preset": name, "model": asdict(SmallCNNConfig()), "train": asdict(p.train),

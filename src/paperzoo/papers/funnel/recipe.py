@@ -419,12 +419,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
 
     ``workers > 1`` runs that many (architecture, seed) jobs at once in separate processes.
     """
-    from paperzoo.report import compare, new_run_dir, verdict_from, write_config, write_result
+    from paperzoo.report import compare, new_run_dir, pick_preset, verdict_from, write_config, write_result
 
-    name = preset or "small"
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r} for funnel; valid: {', '.join(PRESETS)}")
-    p = PRESETS[name]
+    name, p = pick_preset(PRESETS, preset, "small", PAPER)
     n_seeds = seeds or p.seeds
     run_dir = new_run_dir(PAPER, out)
     t_start = time.perf_counter()

@@ -250,12 +250,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     ``data`` (uint8 train/test tensors as from :func:`load_data`) replaces CIFAR-10, for tests. ``workers > 1``
     trains that many (variant, seed) jobs at once in separate processes (see :mod:`paperzoo.train.parallel`).
     """
-    from paperzoo.report import compare, new_run_dir, plot_bars_with_ci, write_config, write_result
+    from paperzoo.report import compare, new_run_dir, pick_preset, plot_bars_with_ci, write_config, write_result
 
-    preset = preset or "small"
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}")
-    cfg = PRESETS[preset]
+    preset, cfg = pick_preset(PRESETS, preset, "small", "mobilenetv2")
     if seeds is not None:
         if seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {seeds}")

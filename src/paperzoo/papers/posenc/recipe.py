@@ -23,7 +23,16 @@ import torch
 import torch.nn.functional as F
 
 from paperzoo.data import load_tinyshakespeare
-from paperzoo.report import compare, mean_ci, new_run_dir, plot_bars_with_ci, plot_metrics, write_config, write_result
+from paperzoo.report import (
+    compare,
+    mean_ci,
+    new_run_dir,
+    pick_preset,
+    plot_bars_with_ci,
+    plot_metrics,
+    write_config,
+    write_result,
+)
 from paperzoo.train import TrainConfig, Trainer, load_latest, seed_everything
 
 from .model import ENCODINGS, CharLM, CharLMConfig
@@ -366,12 +375,9 @@ def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float], un
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False) -> Path:
     """Train every encoding for ``seeds`` seeds, evaluate at L, 2L, 4L and write the report; returns the run folder."""
-    name = preset or "small"
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r} for posenc; valid: {', '.join(PRESETS)}")
+    name, p = pick_preset(PRESETS, preset, "small", "posenc")
     if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
         raise ValueError(f"seeds must be an int >= 1, got {seeds!r}")
-    p = PRESETS[name]
     n_seeds = seeds or p.seeds
     run_dir = new_run_dir("posenc", out)
     model_cfg = CharLMConfig.preset(p.model, "none", vocab_size=len(vocabulary()))

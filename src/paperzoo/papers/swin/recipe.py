@@ -26,7 +26,16 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
-from paperzoo.report import compare, mean_ci, new_run_dir, plot_bars_with_ci, plot_metrics, write_config, write_result
+from paperzoo.report import (
+    compare,
+    mean_ci,
+    new_run_dir,
+    pick_preset,
+    plot_bars_with_ci,
+    plot_metrics,
+    write_config,
+    write_result,
+)
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 
 from .model import SwinConfig, SwinForImageClassification, swin_flops
@@ -244,10 +253,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     from paperzoo.data import load_cifar10
     from paperzoo.train.parallel import run_jobs
 
-    name = preset or "small"
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r} for swin; valid: {', '.join(PRESETS)}")
-    p = PRESETS[name]
+    name, p = pick_preset(PRESETS, preset, "small", "swin")
     n_seeds = seeds or p.seeds
     run_dir = new_run_dir("swin", out)
     write_config(run_dir, {"preset": name, "swin": asdict(p.swin), "vit": asdict(p.vit), "train": asdict(p.train),

@@ -218,13 +218,18 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
 
     ``workers > 1`` trains that many variants at once in separate processes (``paperzoo.train.parallel``).
     """
-    from paperzoo.report import compare, new_run_dir, plot_bars_with_ci, plot_metrics, write_config, write_result
+    from paperzoo.report import (
+        compare,
+        new_run_dir,
+        pick_preset,
+        plot_bars_with_ci,
+        plot_metrics,
+        write_config,
+        write_result,
+    )
     from paperzoo.train.parallel import run_jobs
 
-    preset = preset or "small"
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {preset!r}")
-    cfg = PRESETS[preset]
+    preset, cfg = pick_preset(PRESETS, preset, "small", "switch")
     if seeds is not None:
         cfg = dataclasses.replace(cfg, seeds=seeds)
     run_dir = new_run_dir("switch", out)
