@@ -1,0 +1,29 @@
+import pytest
+import torch
+
+from paperzoo.bench.ceiling import kernel_ceiling
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_ceiling_separates_gemm_time_from_other_work():
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    big = torch.randn(2_000_000)
+
+    def gemm_only():
+        return a @ b
+
+    def gemm_and_elementwise():
+        (big.exp() + 1).log()
+        return a @ b
+
+    pure, mixed = kernel_ceiling(gemm_only, calls=3), kernel_ceiling(gemm_and_elementwise, calls=3)
+    assert pure.kernel_ms > 0 and mixed.kernel_ms > 0
+    # the elementwise work is outside the kernels: it raises the ceiling and shows among the other ops
+    assert mixed.ceiling > pure.ceiling and mixed.ceiling > 1.5
+    assert {"aten::exp", "aten::log"} & {name for name, _ in mixed.top}
+
+
+def test_ceiling_needs_a_kernel():
+    x = torch.randn(1000)
+    with pytest.raises(ValueError, match="no GEMM or attention kernel"):
+        kernel_ceiling(lambda: x + 1, calls=1)
