@@ -7,8 +7,8 @@ the GEMMs and the attention kernels. So the ceiling of ``peer time / our time`` 
     ceiling = peer wall time / peer time in GEMM and attention kernels     (Amdahl's law, all other work -> 0)
 
 This is an upper bound that ignores the elementwise work (GELU, LayerNorm, softmax, dropout) any implementation
-needs, so the reachable ratio is lower. The kernel time comes from ``torch.profiler`` self times; the wall time
-is the median of timed calls.
+needs, so the reachable ratio is lower. The kernel time comes from ``torch.profiler`` self times and the wall
+time from the same calls, ours and the peer's interleaved.
 
 ``python -m paperzoo.bench.ceiling [--out benchmarks/ceilings.md]`` measures the fwd+bwd cases of the encoder,
 Funnel, Swin and Switch benches (run it on a quiet machine).
@@ -17,7 +17,6 @@ Funnel, Swin and Switch benches (run it on a quiet machine).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["KERNELS", "Ceiling", "kernel_ceiling"]
+__all__ = ["KERNELS", "Ceiling", "kernel_ceiling", "kernel_ceilings"]
 
 # ops whose time is set by FLOPs that any implementation of the same model must do (CPU names; CUDA kernels are
 # attributed to these aten ops too)
@@ -57,8 +56,10 @@ class Ceiling:
         return self.kernel_ms / self.wall_ms
 
 
-def kernel_ceiling(fn: Callable[[], Any], calls: int = 5, warmup: int = 2) -> Ceiling:
-    """Time ``calls`` calls of ``fn`` (median), profile ``calls`` more, and return the :class:`Ceiling`."""
+def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: int = 2) -> dict[str, Ceiling]:
+    """Profile ``calls`` rounds of every fn, in turn (A B A B ..., one profiler session per call, so a noisy
+    neighbour slows both sides alike), and return a :class:`Ceiling` per name. The wall time of each call is taken
+    inside its profiler session, so it and the kernel time come from the same calls."""
     if calls < 1:
         raise ValueError(f"calls must be >= 1, got {calls}")
     from torch.profiler import ProfilerActivity, profile
@@ -66,25 +67,36 @@ def kernel_ceiling(fn: Callable[[], Any], calls: int = 5, warmup: int = 2) -> Ce
     from paperzoo.bench.timing import cuda_sync
 
     for _ in range(warmup):
-        fn()
-    cuda_sync()
-    times = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        fn()
-        cuda_sync()
-        times.append(time.perf_counter() - t)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(calls):
+        for fn in fns.values():
             fn()
-        cuda_sync()
-    events = prof.key_averages()
-    kernel = sum(e.self_cpu_time_total for e in events if e.key in KERNELS) / calls / 1e3
-    if kernel <= 0:
-        raise ValueError("fn ran no GEMM or attention kernel: a ceiling is undefined")
-    others = sorted((e for e in events if e.key not in KERNELS), key=lambda e: -e.self_cpu_time_total)[:5]
-    top = tuple((e.key, e.self_cpu_time_total / calls / 1e3) for e in others)
-    return Ceiling(statistics.median(times) * 1e3, kernel, top)
+    cuda_sync()
+    wall = {k: 0.0 for k in fns}
+    kernel = {k: 0.0 for k in fns}
+    other: dict[str, dict[str, float]] = {k: {} for k in fns}
+    for _ in range(calls):
+        for name, fn in fns.items():
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                t = time.perf_counter()
+                fn()
+                cuda_sync()
+                wall[name] += time.perf_counter() - t
+            for e in prof.key_averages():
+                if e.key in KERNELS:
+                    kernel[name] += e.self_cpu_time_total / 1e3
+                else:
+                    other[name][e.key] = other[name].get(e.key, 0.0) + e.self_cpu_time_total / 1e3
+    out = {}
+    for name in fns:
+        if kernel[name] <= 0:
+            raise ValueError(f"{name!r} ran no GEMM or attention kernel: a ceiling is undefined")
+        top = tuple((k, v / calls) for k, v in sorted(other[name].items(), key=lambda kv: -kv[1])[:5])
+        out[name] = Ceiling(wall[name] * 1e3 / calls, kernel[name] / calls, top)
+    return out
+
+
+def kernel_ceiling(fn: Callable[[], Any], calls: int = 5, warmup: int = 2) -> Ceiling:
+    """:func:`kernel_ceilings` of one function."""
+    return kernel_ceilings({"fn": fn}, calls, warmup)["fn"]
 
 
 def _cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], str]]:
@@ -131,12 +143,13 @@ def _cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], str]]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="write a markdown table here")
-    ap.add_argument("--calls", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=6, help="profiled calls per side, interleaved")
     args = ap.parse_args(argv)
     rows = ["| case | target | ours ms (kernels) | peer ms (kernels) | ratio | ceiling | with our kernels | "
             "largest other peer ops (ms) |", "|---|---|---|---|---|---|---|---|"]
     for name, (ours_fn, peer_fn, target) in _cases().items():
-        o, p = kernel_ceiling(ours_fn, args.calls), kernel_ceiling(peer_fn, args.calls)
+        res = kernel_ceilings({"ours": ours_fn, "peer": peer_fn}, args.calls)
+        o, p = res["ours"], res["peer"]
         top = ", ".join(f"{k.removeprefix('aten::')} {v:.1f}" for k, v in p.top[:3])
         rows.append(f"| {name} | {target} | {o.wall_ms:.1f} ({o.kernel_ms:.1f}) | {p.wall_ms:.1f} ({p.kernel_ms:.1f}) "
                     f"| {p.wall_ms / o.wall_ms:.2f}x | {p.ceiling:.2f}x | {p.wall_ms / o.kernel_ms:.2f}x | {top} |")
@@ -148,10 +161,10 @@ def main(argv: list[str] | None = None) -> None:
         head = (f"# ceilings\n\n- command: `{meta['command']}`\n- date: {meta['date']}, commit {meta['git_commit']}\n"
                 f"- torch {torch.__version__} with {torch.get_num_threads()} threads, load average "
                 f"{meta['load_average']}\n\n")
-        notes = ("\nratio = peer / ours (measured here, wall medians of a few calls). ceiling = peer wall / peer "
-                 "time in GEMM and attention kernels: the ratio ours would reach if it spent no time outside the "
-                 "kernels the peer also runs (an upper bound). with our kernels = peer wall / our kernel time: the "
-                 "best ratio with our current kernel choice.\n")
+        notes = ("\nratio = peer / ours (mean wall time of the same interleaved, profiled calls). ceiling = "
+                 "peer wall / peer time in GEMM and attention kernels: the ratio ours would reach if it spent no "
+                 "time outside the kernels the peer also runs (an upper bound). with our kernels = peer wall / our "
+                 "kernel time: the best ratio with our current kernel choice.\n")
         args.out.write_text(head + "\n".join(rows) + "\n" + notes)
 
 
