@@ -45,6 +45,7 @@ class FinetuneConfig:
     max_train: int | None = None
     max_test: int | None = None
     dropout: float = 0.1
+    device: str = "cpu"  # TrainConfig.device: "auto", "cpu", "cuda" or "cuda:N"
 
     def steps_for(self, n_train: int) -> int:
         steps = max(1, math.ceil(self.epochs * n_train / self.batch_size))
@@ -110,10 +111,12 @@ def _subset(texts, labels, cap: int | None, seed: int):
 
 
 @torch.no_grad()
+@torch.no_grad()
 def predict(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, batch: int = 256) -> torch.Tensor:
-    """Argmax labels (N,) of ``model`` on encoded inputs."""
+    """Argmax labels (N,) of ``model`` on encoded inputs, computed on the model's device, returned on the CPU."""
     model.eval()
-    out = [model(input_ids=ids[i:i + batch], attention_mask=mask[i:i + batch]).logits.argmax(-1)
+    dev = next(model.parameters()).device
+    out = [model(input_ids=ids[i:i + batch].to(dev), attention_mask=mask[i:i + batch].to(dev)).logits.argmax(-1).cpu()
            for i in range(0, len(ids), batch)]
     return torch.cat(out)
 
@@ -146,7 +149,7 @@ def finetune_task(encoder_state: dict[str, torch.Tensor] | None, encoder_cfg, to
     steps = cfg.steps_for(len(texts))
     tc = TrainConfig(steps=steps, batch_size=min(cfg.batch_size, len(texts)), lr=cfg.lr,
                      weight_decay=cfg.weight_decay, warmup_steps=int(cfg.warmup_frac * steps), schedule="linear",
-                     grad_clip=1.0, eval_every=0, ckpt_every=0, log_every=max(1, steps), seed=seed, device="cpu")
+                     grad_clip=1.0, eval_every=0, ckpt_every=0, log_every=max(1, steps), seed=seed, device=cfg.device)
 
     def loss_fn(m, batch):
         i, a, lab = batch
