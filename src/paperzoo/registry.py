@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# planned: on the reading list; implemented: code and tests; verified: parity/property checks pass and the
+# reproduction has run with a committed report, whatever its verdict; reproduced: its headline claim reproduced
 STATUSES = ("planned", "implemented", "verified", "reproduced")
 
 

@@ -7,7 +7,7 @@ register(Paper(
     title="Perceiver: General Perception with Iterative Attention (and Perceiver IO)",
     arxiv="2103.03206",
     year=2021,
-    status="implemented",
+    status="verified",
     models=("Perceiver", "PerceiverEncoder", "PerceiverLayer", "CrossAttentionDecoder", "ClassificationDecoder",
             "MaskedLMDecoder", "PixelAdapter", "PatchAdapter", "AudioAdapter", "BytesAdapter"),
     recipes={"perceiver": "paperzoo.papers.perceiver.recipe:run"},

@@ -28,7 +28,15 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from paperzoo.nn.transformer import TransformerConfig, TransformerEncoder
-from paperzoo.report import compare, new_run_dir, plot_bars_with_ci, plot_metrics, write_config, write_result
+from paperzoo.report import (
+    compare,
+    new_run_dir,
+    pick_preset,
+    plot_bars_with_ci,
+    plot_metrics,
+    write_config,
+    write_result,
+)
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 
 from .adapters import AudioAdapter, PatchAdapter
@@ -233,10 +241,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     """
     from paperzoo.train.parallel import run_jobs
 
-    name = preset or "small"
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r} for perceiver; valid: {', '.join(PRESETS)}")
-    p = PRESETS[name]
+    name, p = pick_preset(PRESETS, preset, "small", "perceiver")
     n_seeds = seeds or p.seeds
     if n_seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {n_seeds}")
@@ -269,8 +274,10 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
             "per_seed": res,
         }
         bars.update({f"{task} {k}": v for k, v in accs.items()})
-        plots.append(plot_metrics(run_dir, sorted((run_dir / task).glob("*/seed-*/metrics.jsonl")), x="step",
-                                  ys=("loss",), path=run_dir / f"loss-{task}.png", title=f"{task}: training loss"))
+        curves = {f"{m.parent.parent.name} {m.parent.name}": m
+                  for m in sorted((run_dir / task).glob("*/seed-*/metrics.jsonl"))}
+        plots.append(plot_metrics(run_dir, curves, x="step", ys=("loss",), path=run_dir / f"loss-{task}.png",
+                                  title=f"{task}: training loss"))
     plots.append(plot_bars_with_ci(bars, run_dir / "accuracy.png", title="test accuracy (95% CI)",
                                    ylabel="accuracy"))
     details["torch threads"] = torch.get_num_threads()
