@@ -40,7 +40,7 @@ KERNELS = frozenset({
 
 @dataclass(frozen=True)
 class Ceiling:
-    """``wall_ms``: median time per call; ``kernel_ms``: profiled time per call in :data:`KERNELS`;
+    """``wall_ms``: mean wall time per profiled call; ``kernel_ms``: time per call in :data:`KERNELS`;
     ``ceiling = wall_ms / kernel_ms``; ``top``: the largest other ops (name, ms per call)."""
 
     wall_ms: float
@@ -50,10 +50,6 @@ class Ceiling:
     @property
     def ceiling(self) -> float:
         return self.wall_ms / self.kernel_ms
-
-    @property
-    def kernel_share(self) -> float:
-        return self.kernel_ms / self.wall_ms
 
 
 def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: int = 2) -> dict[str, Ceiling]:
