@@ -89,3 +89,16 @@ def test_two_workers_give_the_same_report_as_one(tmp_path):
     b = json.loads((two / "result.json").read_text())["measurements"]
     for key in ("mini-GLUE ELECTRA", "mini-GLUE MLM"):
         assert a[key]["values"] == pytest.approx(b[key]["values"], abs=1e-6), key
+
+
+def test_ablations_report_every_objective_and_the_untrained_control(tmp_path):
+    run_dir = recipe.run_ablations("tiny", seeds=1, out=tmp_path / "abl", progress=False)
+    result = json.loads((run_dir / "result.json").read_text())["measurements"]
+    assert {f"mini-GLUE {m}" for m in recipe.ABLATION_MODES} < set(result)
+    assert "mini-GLUE no pretraining (control)" in result and "ELECTRA - electra-15" in result
+    control = json.loads((run_dir / "seed-0" / recipe.CONTROL / "pretrain_result.json").read_text())
+    assert control["steps"] == 0
+    mlm = json.loads((run_dir / "seed-0" / "mlm" / "pretrain_result.json").read_text())
+    assert control["encoder_config"] == mlm["encoder_config"]  # the same encoder, untrained
+    cfg = json.loads((run_dir / "config.json").read_text())["config"]
+    assert set(cfg["flops_per_step"]) == set(recipe.ABLATION_MODES)
