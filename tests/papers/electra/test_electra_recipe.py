@@ -5,6 +5,8 @@ import json
 import math
 
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 from torch.utils.data import TensorDataset
 
 from paperzoo.papers.electra import recipe
@@ -96,9 +98,26 @@ def test_ablations_report_every_objective_and_the_untrained_control(tmp_path):
     result = json.loads((run_dir / "result.json").read_text())["measurements"]
     assert {f"mini-GLUE {m}" for m in recipe.ABLATION_MODES} < set(result)
     assert "mini-GLUE no pretraining (control)" in result and "ELECTRA - electra-15" in result
+    cos = result[f"token-state cosine {recipe.CONTROL}"]["values"]
+    assert len(cos) == 1 and -1.0 <= cos[0] <= 1.0
     control = json.loads((run_dir / "seed-0" / recipe.CONTROL / "pretrain_result.json").read_text())
     assert control["steps"] == 0
     mlm = json.loads((run_dir / "seed-0" / "mlm" / "pretrain_result.json").read_text())
     assert control["encoder_config"] == mlm["encoder_config"]  # the same encoder, untrained
     cfg = json.loads((run_dir / "config.json").read_text())["config"]
     assert set(cfg["flops_per_step"]) == set(recipe.ABLATION_MODES)
+
+
+def test_token_state_cosine_is_one_for_a_collapsed_encoder_and_lower_otherwise(tmp_path):
+    p = recipe.PRESETS["tiny"]
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randint(5, 100, (8, 16)), torch.ones(8, 16, dtype=torch.long))
+    recipe.pretrain(recipe.CONTROL, p, 100, data, data, 0, tmp_path / "enc", False, progress=False)
+    assert recipe.token_state_cosine(tmp_path / "enc", data) < 0.9
+    path = tmp_path / "enc" / "encoder.safetensors"
+    state = load_file(str(path))
+    last = max(int(k.split(".")[2]) for k in state if k.startswith("encoder.layers."))
+    state[f"encoder.layers.{last}.ffn_norm.weight"].zero_()  # post-norm output = its bias for every token
+    state[f"encoder.layers.{last}.ffn_norm.bias"].fill_(0.5)
+    save_file(state, str(path))
+    assert recipe.token_state_cosine(tmp_path / "enc", data) == pytest.approx(1.0, abs=1e-5)
