@@ -98,7 +98,7 @@ def test_ablations_report_every_objective_and_the_untrained_control(tmp_path):
     result = json.loads((run_dir / "result.json").read_text())["measurements"]
     assert {f"mini-GLUE {m}" for m in recipe.ABLATION_MODES} < set(result)
     assert "mini-GLUE no pretraining (control)" in result and "ELECTRA - electra-15" in result
-    cos = result[f"token-state cosine {recipe.CONTROL}"]["values"]
+    cos = result["token-state cosine no pretraining (control)"]["values"]
     assert len(cos) == 1 and -1.0 <= cos[0] <= 1.0
     control = json.loads((run_dir / "seed-0" / recipe.CONTROL / "pretrain_result.json").read_text())
     assert control["steps"] == 0

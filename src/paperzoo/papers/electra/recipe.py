@@ -376,10 +376,10 @@ def run_ablations(preset: str | None = None, seeds: int | None = None, out: Path
     verdicts = {verdict_from(c) for c in cmps.values()}
     verdict = ("reproduced" if verdicts == {"reproduced"} else
                "not reproduced" if "not reproduced" in verdicts else "inconclusive")
-    measurements = {f"mini-GLUE {m}": glue[m] for m in ABLATION_MODES}
-    measurements["mini-GLUE no pretraining (control)"] = glue[CONTROL]
-    measurements.update({f"token-state cosine {m}": [token_state_cosine(run_dir / f"seed-{s}" / m, held)
-                                                     for s in range(n_seeds)] for m in glue})
+    name_of = {**{m: m for m in ABLATION_MODES}, CONTROL: "no pretraining (control)"}
+    measurements = {f"mini-GLUE {name_of[m]}": glue[m] for m in glue}
+    measurements.update({f"token-state cosine {name_of[m]}": [token_state_cosine(run_dir / f"seed-{s}" / m, held)
+                                                              for s in range(n_seeds)] for m in glue})
     measurements.update({f"ELECTRA - {m}": c for m, c in cmps.items()})
     plots = [plot_bars_with_ci({m if m != CONTROL else "no pretraining": glue[m] for m in glue},
                                run_dir / "ablations.png", title="mini-GLUE by pretraining objective (equal steps)",
