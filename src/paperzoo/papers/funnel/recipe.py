@@ -37,7 +37,7 @@ from torch.utils.data import TensorDataset
 
 from paperzoo.papers.electra.finetune import TASKS, FinetuneConfig, finetune_task, load_task
 from paperzoo.papers.electra.objective import ElectraPretrainer, ObjectiveConfig, binary_auc, pretrain_step_flops
-from paperzoo.papers.electra.recipe import evaluate_pretrainer
+from paperzoo.papers.electra.recipe import PRETRAIN_LR, evaluate_pretrainer
 from paperzoo.papers.electra.tokenizer import encode_batch, load_tokenizer, pack_documents, special_ids, train_wordpiece
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 from paperzoo.train.parallel import run_jobs
@@ -108,7 +108,7 @@ PRESETS: dict[str, Preset] = {
     # of the depth. Pretraining FLOPs per step (batch 32 x 128): Funnel ~41.6 G, standard ~32.2 G (~1550 steps).
     "small": Preset(
         funnel=_funnel(blocks="2-2-2", d_model=128, n_head=2, d_head=64, d_ff=512),
-        pretrain=TrainConfig(steps=1200, batch_size=32, lr=1e-3, warmup_steps=120, schedule="linear",
+        pretrain=TrainConfig(steps=1200, batch_size=32, lr=PRETRAIN_LR, warmup_steps=120, schedule="linear",
                              weight_decay=0.01, eval_every=400, ckpt_every=200, log_every=20, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=300, batch_size=32, max_len=64, max_train=6000),
         generator_depth=4, vocab_size=8000, seq_len=128, docs=None, seeds=3),
