@@ -184,8 +184,7 @@ def pretrain(mode: str, preset: Preset, vocab_size: int, train: TensorDataset, h
     seed_everything(seed)
     if mode == CONTROL:
         model = build_pretrainer("mlm", model_cfg, preset.objective)
-        save_file({k: v.detach().contiguous() for k, v in model.encoder().state_dict().items()},
-                  str(out_dir / "encoder.safetensors"))
+        _save_encoder(model, out_dir)
         result = {"mode": mode, "seed": seed, "steps": 0, "encoder_config": asdict(_encoder_cfg(model))}
         done.write_text(json.dumps(result, indent=2))
         return result
@@ -196,8 +195,7 @@ def pretrain(mode: str, preset: Preset, vocab_size: int, train: TensorDataset, h
     trainer = Trainer(model, cfg, train, _loss_fn, eval_fn=lambda m: evaluate_pretrainer(m, held_out),
                       out_dir=out_dir, progress=progress)
     fit = trainer.fit(resume=resume)
-    save_file({k: v.detach().contiguous() for k, v in model.encoder().state_dict().items()},
-              str(out_dir / "encoder.safetensors"))
+    _save_encoder(model, out_dir)
     result = {"mode": mode, "seed": seed, "steps": fit["step"], "before": before, "after": fit["eval"],
               "wall_time_s": fit["wall_time_s"], "encoder_config": asdict(_encoder_cfg(model))}
     done.write_text(json.dumps(result, indent=2))
@@ -215,6 +213,11 @@ def step_flops(mode: str, preset: Preset, vocab_size: int, batch: TensorDataset)
     ids, mask = batch.tensors
     n = preset.pretrain.batch_size
     return pretrain_step_flops(model, {"input_ids": ids[:n], "attention_mask": mask[:n]})
+
+
+def _save_encoder(model: ElectraPretrainer, out_dir: Path) -> None:
+    save_file({k: v.detach().contiguous() for k, v in model.encoder().state_dict().items()},
+              str(out_dir / "encoder.safetensors"))
 
 
 def _saved_encoder(enc_dir: Path):
@@ -370,27 +373,27 @@ def run_ablations(preset: str | None = None, seeds: int | None = None, out: Path
                            "pretrain": p.pretrain.to_dict(), "finetune": asdict(p.finetune),
                            "objective": asdict(p.objective), "modes": list(ABLATION_MODES),
                            "flops_per_step": f}, seeds=range(n_seeds))
-    results: dict[str, list[dict[str, float]]] = {m: [] for m in ABLATION_MODES}
+    modes = (*ABLATION_MODES, CONTROL)
+    results: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     jobs = [(mode, p, vocab, train, held, s, run_dir / f"seed-{s}" / mode, resume, None, progress and workers == 1,
-             tok, data) for s in range(n_seeds) for mode in (*ABLATION_MODES, CONTROL)]
-    results[CONTROL] = []
+             tok, data) for s in range(n_seeds) for mode in modes]
     for job, (_, scores) in zip(jobs, run_jobs(pretrain_and_finetune, jobs, workers, label=_label), strict=True):
         results[job[0]].append(scores)
-    glue = {m: [r["mini-GLUE"] for r in results[m]] for m in (*ABLATION_MODES, CONTROL)}
+    glue = {m: [r["mini-GLUE"] for r in results[m]] for m in modes}
     cmps = {m: compare(glue["electra"], glue[m]) for m in ("electra-15", "mlm")}
     verdicts = {verdict_from(c) for c in cmps.values()}
     verdict = ("reproduced" if verdicts == {"reproduced"} else
                "not reproduced" if "not reproduced" in verdicts else "inconclusive")
     name_of = {**{m: m for m in ABLATION_MODES}, CONTROL: "no pretraining (control)"}
-    measurements = {f"mini-GLUE {name_of[m]}": glue[m] for m in glue}
+    measurements = {f"mini-GLUE {name_of[m]}": glue[m] for m in modes}
     measurements.update({f"token-state cosine {name_of[m]}": [token_state_cosine(run_dir / f"seed-{s}" / m, held)
-                                                              for s in range(n_seeds)] for m in glue})
+                                                              for s in range(n_seeds)] for m in modes})
     measurements.update({f"ELECTRA - {m}": c for m, c in cmps.items()})
-    plots = [plot_bars_with_ci({m if m != CONTROL else "no pretraining": glue[m] for m in glue},
+    plots = [plot_bars_with_ci({name_of[m]: glue[m] for m in modes},
                                run_dir / "ablations.png", title="mini-GLUE by pretraining objective (equal steps)",
                                ylabel="mini-GLUE")]
     details = {"preset": name, "FLOPs per pretraining step": f,
-               "per task": {m: {t: [r[t] for r in results[m]] for t in p.tasks} for m in glue},
+               "per task": {m: {t: [r[t] for r in results[m]] for t in p.tasks} for m in modes},
                "ELECTRA vs All-Tokens MLM": str(compare(glue["electra"], glue["all-tokens-mlm"])),
                "ELECTRA vs Replace MLM": str(compare(glue["electra"], glue["replace-mlm"]))}
     notes = ("Equal steps for every objective, as the paper's Table 5; their FLOPs per step differ and are listed. "
