@@ -62,10 +62,22 @@ def test_write_config_serialises_and_records_machine(runs):
     assert doc["seeds"] == [0, 1, 2]
     m = doc["machine"]
     assert m["torch"] and m["cpu_count"] >= 1 and m["torch_threads"] >= 1 and m["platform"]
-    doc = json.loads(write_config(d, {"seed": 7, "nan": float("nan")}).read_text())
+    doc = json.loads(write_config(new_run_dir("demo"), {"seed": 7, "nan": float("nan")}).read_text())
     assert doc["seeds"] == [7] and doc["config"]["nan"] is None
     with pytest.raises(ValueError, match="dict or a dataclass"):
         write_config(d, [1, 2])
+
+
+def test_write_config_refuses_a_folder_made_with_another_config(runs):
+    d = new_run_dir("demo")
+    cfg = {"preset": "small", "train": {"lr": 1e-3, "steps": 100}, "seeds": (0, 1)}
+    write_config(d, cfg)
+    write_config(d, dict(cfg))  # a resume with the same config (tuples vs lists alike) is fine
+    with pytest.raises(ValueError, match=r"train\.lr: 0\.001 -> 0\.0002.*new --out"):
+        write_config(d, {**cfg, "train": {"lr": 2e-4, "steps": 100}})
+    with pytest.raises(ValueError, match=r"seeds: \[0, 1\] -> \[0, 1, 2\]"):
+        write_config(d, {**cfg, "seeds": (0, 1, 2)})
+    assert json.loads((d / "config.json").read_text())["config"]["train"]["lr"] == 1e-3  # left as it was
 
 
 def test_write_result_files_report_and_index(runs):

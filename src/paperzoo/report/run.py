@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import sys
@@ -75,6 +76,10 @@ def write_config(run_dir: Path, config: Any, seeds: Iterable[int] | None = None)
 
     ``seeds`` defaults to the config's ``seeds`` (or ``seed``) entry. The file looks like
     ``{"config": {...}, "seeds": [0, 1, 2], "command": "...", "created": "...", "machine": {...}}``.
+
+    A folder that already holds a ``config.json`` with a different config or seeds (a ``--resume`` after a preset
+    changed, or ``--out`` reused for another preset) raises a ValueError naming the differing entries, so finished
+    runs of one config are never reported under another.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -91,4 +96,32 @@ def write_config(run_dir: Path, config: Any, seeds: Iterable[int] | None = None)
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
     }
+    _refuse_other_config(run_dir / "config.json", doc)
     return write_text_atomic(run_dir / "config.json", dumps(doc))
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: obj}
+
+
+def _refuse_other_config(path: Path, doc: dict[str, Any]) -> None:
+    if not path.exists():
+        return
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return  # unreadable (a crash mid-write predates atomic writes): nothing to protect
+    new = json.loads(dumps(doc))
+    before = _flatten({"config": old.get("config"), "seeds": old.get("seeds")})
+    after = _flatten({"config": new["config"], "seeds": new["seeds"]})
+    diff = [f"{k}: {before.get(k, '<absent>')!r} -> {after.get(k, '<absent>')!r}"
+            for k in sorted(before.keys() | after.keys()) if before.get(k, "<absent>") != after.get(k, "<absent>")]
+    if diff:
+        raise ValueError(f"{path.parent} holds runs made with a different config ({'; '.join(diff[:8])}"
+                         f"{'; ...' if len(diff) > 8 else ''}); give a new --out folder, or delete this one to "
+                         f"start over")
