@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from paperzoo.papers.switch.recipe import PRESETS, build_data, run, step_speedup, train_one, variants
+from paperzoo.papers.switch.recipe import PRESETS, build_data, crossing, run, step_speedup, train_one, variants
 
 
 def test_variants_cover_seeds_ablations_and_sweep():
@@ -23,6 +23,10 @@ def test_step_speedup_rule():
     curve = [{"step": 100, "ppl": 50.0}, {"step": 200, "ppl": 30.0}, {"step": 400, "ppl": 20.0}]
     assert step_speedup(30.0, curve, 400) == 2.0
     assert step_speedup(10.0, curve, 400) is None
+    assert step_speedup(60.0, curve, 400) == 4.0  # already below at the first eval
+    # between evals: interpolated in log-ppl (30 -> 20 over steps 200 -> 400; 24.49 is their geometric mean)
+    assert step_speedup(30.0 ** 0.5 * 20.0 ** 0.5, curve, 400) == pytest.approx(400 / 300)
+    assert crossing(curve, 30.0 ** 0.5 * 20.0 ** 0.5, key="step") == pytest.approx(300)
 
 
 def test_smoke_learns_synthetic_tokens(tmp_path):

@@ -203,12 +203,26 @@ def _evals(path: Path) -> list[dict]:
     return [r for r in map(json.loads, path.read_text().splitlines()) if r.get("event") == "eval"]
 
 
-def step_speedup(dense_final: float, curve: list[dict], steps: int) -> float | None:
-    """``steps / first step at which the curve's ppl <= dense_final`` (None if never)."""
+def crossing(curve: list[dict], target: float, key: str = "step") -> float | None:
+    """``key`` (step or time) at which the eval curve first reaches ``ppl <= target``, interpolated linearly in
+    log-perplexity between the two evals around the crossing (evals are ``eval_every`` steps apart, so the raw first
+    eval step would quantise the speedup); the first eval's value if it is already below; None if never."""
+    prev = None
     for r in curve:
-        if r["ppl"] <= dense_final:
-            return steps / r["step"]
+        if r["ppl"] <= target:
+            if prev is None or prev["ppl"] == r["ppl"]:
+                return float(r[key])
+            a = (math.log(prev["ppl"]) - math.log(target)) / (math.log(prev["ppl"]) - math.log(r["ppl"]))
+            return prev[key] + a * (r[key] - prev[key])
+        prev = r
     return None
+
+
+def step_speedup(dense_final: float, curve: list[dict], steps: int) -> float | None:
+    """``steps / step at which the curve's ppl reaches dense_final`` (interpolated, see :func:`crossing`; None if
+    never)."""
+    at = crossing(curve, dense_final)
+    return steps / at if at else None
 
 
 # ----------------------------------------------------------------------------------------------------- report
@@ -253,6 +267,12 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
             sp = step_speedup(by["dense"][s]["ppl"], _evals(curves[f"{name}/seed{s}"]), cfg.steps)
             speed.append(sp if sp is not None else 0.0)
         measurements[f"{name} step speedup to dense final ppl"] = speed
+        wall = []
+        for s in range(cfg.seeds):
+            dense_curve = _evals(curves[f"dense/seed{s}"])
+            at = crossing(_evals(curves[f"{name}/seed{s}"]), by["dense"][s]["ppl"], key="time")
+            wall.append(dense_curve[-1]["time"] / at if at else 0.0)
+        details[f"{name} wall-clock speedup to dense final ppl (per seed)"] = [round(w, 2) for w in wall]
         details[f"{name} vs dense (ppl, lower is better)"] = str(compare(
             measurements[f"{name} ppl"], measurements["dense ppl"], higher_is_better=False))
         r0 = by[name][0]
@@ -266,6 +286,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                  "train_fraction_dropped": _last_train(run_dir / n / "seed0" / "metrics.jsonl")}
              for n in by if "-cf" in n or n == f"switch-{cfg.ablation_experts}"}
     details["capacity-factor sweep (seed 0)"] = sweep
+    details["expert load on eval text, last Switch layer, seed 0: min / max fraction (uniform = 1/E)"] = {
+        n: f"{min(by[n][0]['expert_load'][-1]):.3f} / {max(by[n][0]['expert_load'][-1]):.3f}"
+        for n in by if by[n][0].get("expert_load")}
 
     plots = [plot_metrics(run_dir, curves, x="step", ys=["ppl"], where={"event": "eval"}, path="ppl_vs_steps.png",
                           title="validation perplexity vs steps", logy=True),
