@@ -9,6 +9,8 @@ Cases (issue 7): d_model 256, d_ff 1024, 8 x 128 tokens, 8 / 32 / 128 experts.
   as one routing group at capacity factor 1.0 (the expert matmuls then do exactly the dense FLOPs, so the
   difference is the routing overhead: router, softmax, positions, gathers, gate, aux losses) and at the paper's
   training factor 1.25 (25 % more expert FLOPs by construction). ``overhead = ours / dense - 1``.
+* at 8 experts, the expert matmuls alone on an already dispatched buffer vs the dense FFN: the part of the overhead
+  no routing code can remove (8 GEMMs of T/8 rows and 8x the weight gradients instead of one GEMM of T rows).
 """
 
 from __future__ import annotations
@@ -35,6 +37,17 @@ def _fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor):
         y.backward(g)
         module.zero_grad(set_to_none=True)
     return run
+
+
+class _Experts(torch.nn.Module):
+    """A :class:`SwitchMoE`'s expert computation alone: (E, n, D) -> (E, n, D)."""
+
+    def __init__(self, moe: torch.nn.Module):
+        super().__init__()
+        self.moe = moe
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.moe.experts(h)
 
 
 def run(experts: tuple[int, ...] = EXPERTS, repeats: int = 8, warmup: int = 1,
@@ -95,6 +108,19 @@ def _run(experts: tuple[int, ...], repeats: int, warmup: int) -> tuple[list[Benc
                                          stats, flops=dense_flops, experts=E, capacity_factor=cf)
             row.extra["overhead"] = row.ours_ms / row.peer_ms - 1
             extra[f"overhead_{E}_cf{cf}"] = row.extra["overhead"]
+            rows.append(row)
+        if E == 8:
+            # The floor under any routing: the same layer's expert matmuls alone on an already dispatched
+            # (E, T/E, D) buffer (no router, gathers, gate or losses) against the dense FFN.
+            moe = SwitchMoE(D, HIDDEN, E, jitter_eps=0.0).train()
+            buf, gbuf = x.reshape(E, -1, D), g.reshape(E, -1, D)
+            stats = time_interleaved({"ours": _fwd_bwd(_Experts(moe), buf, gbuf), "dense FFN": _fwd_bwd(dense, x, g)},
+                                     warmup=warmup, repeats=repeats)
+            row = BenchResult.from_stats(f"switch expert matmuls only vs dense, {E} experts",
+                                         f"{case}, {E} x {BATCH * SEQ // E} dispatched rows, no routing", stats,
+                                         flops=dense_flops, experts=E)
+            row.extra["overhead"] = row.ours_ms / row.peer_ms - 1
+            extra[f"overhead_{E}_experts_only"] = row.extra["overhead"]
             rows.append(row)
     meta = {"threads": torch.get_num_threads(), "targets": "faster than HF at 8/32/128 experts; overhead vs dense "
             "<= 25% at 8 experts", **extra,
