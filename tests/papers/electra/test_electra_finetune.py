@@ -1,5 +1,6 @@
 """ELECTRA tokenizer, fine-tuning pieces (layer-wise LR decay, MCC, classifier) and registration."""
 
+import json
 import math
 
 import pytest
@@ -40,6 +41,17 @@ def test_wordpiece_tokenizer_round_trip(tmp_path):
         train_wordpiece(CORPUS, vocab_size=3)
     with pytest.raises(ValueError, match="tokenizer.json"):
         load_tokenizer(tmp_path / "missing.json")
+
+
+def test_wordpiece_ids_are_a_function_of_the_learned_tokens(tmp_path):
+    """tokenizers numbers its learned vocabulary in hash-map order (huggingface/tokenizers#1794), different in every
+    process; ours renumbers it (specials, then sorted), so the same learned tokens always get the same ids."""
+    tok = train_wordpiece(CORPUS, vocab_size=200, min_frequency=1, path=tmp_path / "tokenizer.json")
+    vocab = json.loads((tmp_path / "tokenizer.json").read_text())["model"]["vocab"]
+    rest = sorted(set(vocab) - set(SPECIAL_TOKENS))
+    assert vocab == {t: i for i, t in enumerate([*SPECIAL_TOKENS, *rest])} and len(rest) > 100
+    assert tok.encode("the movie was great").tokens[1:-1] == ["the", "movie", "was", "great"]
+    assert tok.token_to_id("movie") == vocab["movie"] and tok.decode(tok.encode("a great cast").ids) == "a great cast"
 
 
 def test_layerwise_lr_decay_follows_the_official_depths():
