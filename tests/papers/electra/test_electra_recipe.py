@@ -40,6 +40,9 @@ def test_tiny_reproduction_learns(tmp_path):
         assert set(scores) == set(recipe.TASKS)
     result = json.loads((run_dir / "result.json").read_text())
     assert {"mini-GLUE ELECTRA", "mini-GLUE MLM", "ELECTRA - MLM (mini-GLUE)"} <= set(result["measurements"])
+    for mode in ("electra", "mlm"):
+        cos = result["measurements"][f"token-state cosine {mode}"]["values"]
+        assert len(cos) == 2 and all(-1.0 <= c <= 1.0 for c in cos)
 
 
 def test_discriminator_beats_the_all_original_baseline_on_text_it_has_seen(tmp_path):

@@ -326,6 +326,8 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     cmp = compare(e, m, higher_is_better=True)
     measurements = {"mini-GLUE ELECTRA": e, "mini-GLUE MLM": m, "ELECTRA - MLM (mini-GLUE)": cmp}
     measurements.update({k: v for k, v in _per_task(results, p.tasks).items() if not k.startswith("mini-GLUE")})
+    measurements.update({f"token-state cosine {mode}": [token_state_cosine(run_dir / f"seed-{s}" / mode, held)
+                                                        for s in range(n_seeds)] for mode in ("electra", "mlm")})
     per_task_cmp = {t: str(compare([r[t] for r in results["electra"]], [r[t] for r in results["mlm"]]))
                     for t in p.tasks}
     flops = {"electra": f_electra * p.pretrain.steps, "mlm": f_mlm * mlm_steps}
@@ -354,7 +356,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
              "over seeds lies above 0; not reproduced when it lies below 0; otherwise inconclusive. Seed s pretrains "
              "both models and fine-tunes them, so the intervals include pretraining variance. FLOPs are counted by "
              "torch.utils.flop_counter (matmuls) on one training batch per model; the MLM step count is chosen to "
-             "match ELECTRA's total. Scores are x100 (CoLA: Matthews correlation x100).")
+             "match ELECTRA's total. Scores are x100 (CoLA: Matthews correlation x100). Token-state cosine: mean "
+             "pairwise cosine of the pretrained encoder's final hidden states over 1,024 held-out tokens (near 1: "
+             "every token mapped to one vector, a collapsed encoder).")
     write_result(run_dir, PAPER, CLAIM, measurements, verdict_from(cmp), details=details, notes=notes, plots=plots)
     return run_dir
 
