@@ -7,7 +7,7 @@ register(Paper(
     title="ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators",
     arxiv="2003.10555",
     year=2020,
-    status="implemented",
+    status="verified",
     models=("ElectraGenerator", "ElectraDiscriminator", "ElectraClassifier", "ElectraPretrainer"),
     recipes={"electra": "paperzoo.papers.electra.recipe:run",
              "electra-ablations": "paperzoo.papers.electra.recipe:run_ablations"},
