@@ -27,3 +27,17 @@ def test_ceiling_needs_a_kernel():
     x = torch.randn(1000)
     with pytest.raises(ValueError, match="no GEMM or attention kernel"):
         kernel_ceiling(lambda: x + 1, calls=1)
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_ceiling_wall_time_is_unprofiled():
+    a, b, x = torch.randn(64, 64), torch.randn(64, 64), torch.randn(4)
+
+    def many_small_ops():  # the profiler's per-op cost dominates these
+        for _ in range(2000):
+            x.add(1)
+        return a @ b
+
+    c = kernel_ceiling(many_small_ops, calls=3)
+    assert c.profiled_ms > 1.2 * c.wall_ms
+    assert c.ceiling == pytest.approx(c.wall_ms / c.kernel_ms)
