@@ -13,12 +13,11 @@ Attention is Transformer-XL style relative attention with a segment (token-type)
 all divided by sqrt(d_head). The content term goes through ``scaled_dot_product_attention`` (queries ``q + u``); the
 positional and token-type terms, and the padding mask, form one additive float bias passed as ``attn_mask``
 (1/sqrt(d_head) is folded into the small kernels ``W_r`` and ``s``, since SDPA only scales ``q k^T``). The bias is
-assembled as (batch*heads, I, J) in one ``baddbmm``: the positional scores as a strided (shifted) view plus a rank-5
-product for the token-type term (rank 2 in (i, j) for types {0, 1, 2}), the [CLS] zeroing and the padding. The
-positional term has the two formulations of the official code: ``rel_shift`` (A.2.1: score against every relative
-distance, then the Transformer-XL shift, here an ``as_strided`` view) and ``factorized`` (A.2.2: ``r(i-j)``
-expanded with sin/cos addition formulas into query-side ``phi, pi`` and key-side ``psi, omega``). They agree
-(tested).
+assembled head-major in one ``baddbmm``: the positional scores as a strided (shifted) view plus a rank-5 product for
+the token-type term (rank 2 in (i, j) for types {0, 1, 2}), the [CLS] zeroing and the padding. The positional term
+has the two formulations of the official code: ``rel_shift`` (A.2.1: score against every relative distance, then the
+Transformer-XL shift, here an ``as_strided`` view) and ``factorized`` (A.2.2: ``r(i-j)`` expanded with sin/cos
+addition formulas into query-side ``phi, pi`` and key-side ``psi, omega``). They agree (tested).
 
 Parameter names follow Hugging Face's ``modeling_funnel`` so conversion is a plain state-dict copy.
 """
@@ -198,19 +197,18 @@ def _inv_freq(d_model: int, device, dtype) -> torch.Tensor:
 
 
 def _rel_shift_scores(qv: torch.Tensor, r_head: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
-    """A.2.1: ``qv`` (batch, heads, I, d_head), ``r_head`` (heads, d_head, R) -> a strided view
-    (batch * heads, I, J) of the scores against every distance, shifted so that entry ``[i, j]`` is ``r(p_i - p_j)``.
+    """A.2.1 in head-major layout: ``qv`` (heads, batch, I, d_head), ``r_head`` (heads, d_head, R) -> a strided view
+    (heads * batch, I, J) of the scores against every distance, shifted so that entry ``[i, j]`` is ``r(p_i - p_j)``.
 
-    The scores ``(batch*heads, I, R)`` come from one ``bmm`` against ``R = shift*I + J`` distances ``max_dist,
+    The scores ``(heads*batch, I, R)`` come from one ``bmm`` against ``R = shift*I + J`` distances ``max_dist,
     max_dist - k_stride, ...``; row ``i`` needs columns ``t = shift*(I - i) + j``, i.e. flat offset
     ``shift*I + i*(R - shift) + j`` of each (I, R) block: an ``as_strided`` view, no copy (Transformer-XL's shift)."""
-    b, n_h, n_q, d_head = qv.shape
+    n_h, b, n_q, d_head = qv.shape
     n_k = len(inputs.k_pos)
     shift = inputs.q_stride // inputs.k_stride
     r = r_head.shape[-1]
-    r_bh = r_head.expand(b, n_h, d_head, r).reshape(b * n_h, d_head, r)
-    score = torch.bmm(qv.reshape(b * n_h, n_q, d_head), r_bh)  # (B*N, I, R), contiguous
-    return score.as_strided((b * n_h, n_q, n_k), (n_q * r, r - shift, 1), score.storage_offset() + shift * n_q)
+    score = torch.bmm(qv.reshape(n_h, b * n_q, d_head), r_head)  # (N, B*I, R), contiguous
+    return score.as_strided((n_h * b, n_q, n_k), (n_q * r, r - shift, 1), score.storage_offset() + shift * n_q)
 
 
 def _distances(inputs: AttentionInputs, device) -> torch.Tensor:
@@ -249,8 +247,8 @@ def relative_position_bias(qv: torch.Tensor, r_kernel: torch.Tensor, inputs: Att
                 + torch.einsum("bind,jd->bnij", qw * pi[:, None], omega))
     r_head = torch.einsum("td,dnh->nht", _sinusoid(_distances(inputs, dev), d_model, dt), r_kernel)
     b, n_q, n_h, _ = qv.shape
-    out = _rel_shift_scores(rearrange(qv, "b i n h -> b n i h"), r_head, inputs)
-    return out.unflatten(0, (b, n_h))
+    out = _rel_shift_scores(rearrange(qv, "b i n h -> n b i h"), r_head, inputs)
+    return rearrange(out, "(n b) i j -> b n i j", n=n_h)
 
 
 class FunnelRelMultiheadAttention(nn.Module):
@@ -275,12 +273,11 @@ class FunnelRelMultiheadAttention(nn.Module):
     def bias(self, q: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
         """Additive SDPA mask (batch, heads, I, J): scaled positional + token-type terms and the padding mask.
 
-        Built as (batch * heads, I, J) in one ``baddbmm``: the positional scores (a strided view) plus a
+        Built head-major, (heads * batch, I, J), in one ``baddbmm``: the positional scores (a strided view) plus a
         rank-5 product that adds the token-type term, removes [CLS]'s relations and adds the padding mask. The
         token-type term is rank 2 in (i, j): with ``s_c = (q_i + w)^T s_c`` and token types in {0, 1, 2} (2 =
         same as everything), ``seg_ij = s_1 - (s_1 - s_0) ([t_i=0][t_j=1] + [t_i=1][t_j=0])``. Returned as a
-        contiguous (batch, heads, I, J) view for SDPA, so its gradient needs no permuting copy. ``1/sqrt(d_head)``
-        scales the small kernels, not the (I, J) terms.
+        (batch, heads, I, J) view for SDPA. ``1/sqrt(d_head)`` scales the small kernels, not the (I, J) terms.
         """
         cfg = self.cfg
         n_h, d_head = cfg.n_head, cfg.d_head
@@ -289,42 +286,40 @@ class FunnelRelMultiheadAttention(nn.Module):
         dev, dt = q.device, q.dtype
         scale = 1.0 / math.sqrt(d_head)
         sep = cfg.separate_cls
-        qn = rearrange(q, "b i n h -> b n i h")
+        qn = rearrange(q, "b i n h -> n b i h")
         keep_q = torch.ones(n_q, device=dev, dtype=dt)
         keep_k = torch.ones(n_k, device=dev, dtype=dt)
         if sep:  # [CLS] has no position/segment relation to anything (official cls_mask)
             keep_q[0] = 0
             keep_k[0] = 0
-        qv = qn + self.r_r_bias[:, None]  # (B, N, I, H)
+        qv = qn + self.r_r_bias[:, None, None]  # (N, B, I, H)
         if sep:
             qv = qv * keep_q[:, None]  # zeroes the positional term's [CLS] row
         r_kernel = self.r_kernel * scale
         if cfg.attention_type == "factorized":
-            pos = relative_position_bias(rearrange(qv, "b n i h -> b i n h"), r_kernel, inputs, "factorized")
-            pos = pos.flatten(0, 1)
+            pos = relative_position_bias(rearrange(qv, "n b i h -> b i n h"), r_kernel, inputs, "factorized")
+            pos = rearrange(pos, "b n i j -> (n b) i j")
         else:
             r_head = torch.einsum("td,dnh->nht", _sinusoid(_distances(inputs, dev), cfg.d_model, dt), r_kernel)
-            pos = _rel_shift_scores(qv, r_head, inputs)  # (B*N, I, J) strided view
-        s_kernel = (self.seg_embed * scale).permute(1, 2, 0)  # (N, H, 2)
-        seg = torch.matmul(qn + self.r_s_bias[:, None], s_kernel)  # (B, N, I, 2)
+            pos = _rel_shift_scores(qv, r_head, inputs)  # (N*B, I, J) strided view
+        s_kernel = (self.seg_embed * scale).permute(1, 2, 0)[:, None]  # (N, 1, H, 2)
+        seg = torch.matmul(qn + self.r_s_bias[:, None, None], s_kernel)  # (N, B, I, 2)
         s1, diff = seg[..., 1], seg[..., 1] - seg[..., 0]
         qt, kt = inputs.q_types, inputs.k_types
-        q0, q1 = ((qt == 0).to(dt) * keep_q)[:, None], ((qt == 1).to(dt) * keep_q)[:, None]  # (B, 1, I)
+        q0, q1 = (qt == 0).to(dt) * keep_q, (qt == 1).to(dt) * keep_q  # (B, I)
         k0, k1 = (kt == 0).to(dt) * keep_k, (kt == 1).to(dt) * keep_k  # (B, J)
         neg_pad = (inputs.k_mask.to(dt) - 1.0) * MASK_VALUE  # (B, J)
         first = torch.zeros(n_k, device=dev, dtype=dt)
         first[0] = 1.0
-        cols = [s1 * keep_q, -diff * q0, -diff * q1, torch.ones_like(s1)]  # (B, N, I) each
+        cols = [s1 * keep_q, -diff * q0, -diff * q1, torch.ones_like(s1)]  # (N, B, I) each
         rows = [keep_k.expand(b, n_k), k1, k0, neg_pad]  # (B, J) each
-        if sep:  # remove the positional term's [CLS] column, computed on its own (reading pos[:, :, 0] would add
-            # a second full (I, J) gradient to pos in backward)
-            d0 = torch.tensor(inputs.q_pos, device=dev) - inputs.k_pos[0]
-            r0 = torch.einsum("id,dnh->nhi", _sinusoid(d0, cfg.d_model, dt), r_kernel)
-            cols.append(-torch.einsum("bnih,nhi->bni", qv, r0))
+        if sep:  # remove the positional term's [CLS] column
+            cols.append(-pos[:, :, 0].reshape(n_h, b, n_q))
             rows.append(first.expand(b, n_k))
-        a = torch.stack(cols, -1).reshape(b * n_h, n_q, len(cols))
-        rk = torch.stack(rows, 1)[:, None].expand(b, n_h, len(rows), n_k).reshape(b * n_h, len(rows), n_k)
-        return torch.baddbmm(pos, a, rk).view(b, n_h, n_q, n_k)
+        a = torch.stack(cols, -1).reshape(n_h * b, n_q, len(cols))
+        rk = torch.stack(rows, 1).expand(n_h, b, len(rows), n_k).reshape(n_h * b, len(rows), n_k)
+        out = torch.baddbmm(pos, a, rk)  # (N*B, I, J)
+        return rearrange(out, "(n b) i j -> b n i j", n=n_h)
 
     def forward(self, query: torch.Tensor, kv: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
         """``query`` (batch, I, d_model), ``kv`` (batch, J, d_model) -> (batch, I, d_model)."""
