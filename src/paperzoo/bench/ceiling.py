@@ -8,7 +8,7 @@ the GEMMs and the attention kernels. So the ceiling of ``peer time / our time`` 
 
 This is an upper bound that ignores the elementwise work (GELU, LayerNorm, softmax, dropout) any implementation
 needs, so the reachable ratio is lower. The kernel time comes from ``torch.profiler`` self times; the wall time from
-unprofiled calls, ours and the peer's interleaved (the profiler inflates elementwise-heavy code more).
+unprofiled calls interleaved with the profiled ones (the profiler inflates elementwise-heavy code more).
 
 ``python -m paperzoo.bench.ceiling [--out benchmarks/ceilings.md]`` measures the fwd+bwd cases of the encoder,
 Funnel, Swin and Switch benches (run it on a quiet machine).
@@ -56,8 +56,10 @@ class Ceiling:
 
 
 def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: int = 2) -> dict[str, Ceiling]:
-    """Time ``calls`` unprofiled rounds of every fn interleaved (A B A B ..., medians), then profile ``calls``
-    more rounds (one profiler session per call) for the kernel time, and return a :class:`Ceiling` per name.
+    """Run ``calls`` rounds; each round times one unprofiled call of every fn, then profiles one more call of every
+    fn (A B A' B' ...), and return a :class:`Ceiling` per name (wall: median of the unprofiled calls; kernels:
+    mean over the profiled ones). Interleaving both kinds in every round keeps a drifting machine from biasing
+    one side or one kind.
 
     The wall time comes from unprofiled calls because the profiler slows code of many or memory-bound ops far more
     than GEMM-bound code (on the Funnel bench it slowed Hugging Face's step several times more than ours), which
@@ -66,13 +68,22 @@ def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: i
         raise ValueError(f"calls must be >= 1, got {calls}")
     from torch.profiler import ProfilerActivity, profile
 
-    from paperzoo.bench.timing import cuda_sync, time_interleaved
+    from paperzoo.bench.timing import cuda_sync
 
-    stats = time_interleaved(fns, warmup=warmup, repeats=calls)
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    cuda_sync()
+    wall: dict[str, list[float]] = {k: [] for k in fns}
     profiled = {k: 0.0 for k in fns}
     kernel = {k: 0.0 for k in fns}
     other: dict[str, dict[str, float]] = {k: {} for k in fns}
     for _ in range(calls):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            cuda_sync()
+            wall[name].append(time.perf_counter() - t)
         for name, fn in fns.items():
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 t = time.perf_counter()
@@ -89,7 +100,8 @@ def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: i
         if kernel[name] <= 0:
             raise ValueError(f"{name!r} ran no GEMM or attention kernel: a ceiling is undefined")
         top = tuple((k, v / calls) for k, v in sorted(other[name].items(), key=lambda kv: -kv[1])[:5])
-        out[name] = Ceiling(stats[name].median * 1e3, kernel[name] / calls, top, profiled[name] * 1e3 / calls)
+        median = sorted(wall[name])[len(wall[name]) // 2]
+        out[name] = Ceiling(median * 1e3, kernel[name] / calls, top, profiled[name] * 1e3 / calls)
     return out
 
 
@@ -161,7 +173,8 @@ def main(argv: list[str] | None = None) -> None:
         head = (f"# ceilings\n\n- command: `{meta['command']}`\n- date: {meta['date']}, commit {meta['git_commit']}\n"
                 f"- torch {torch.__version__} with {torch.get_num_threads()} threads, load average "
                 f"{meta['load_average']}\n\n")
-        notes = ("\nratio = peer / ours (median wall time of interleaved unprofiled calls). ceiling = "
+        notes = ("\nratio = peer / ours (median wall time of unprofiled calls, interleaved with the profiled ones). "
+                 "ceiling = "
                  "peer wall / peer time in GEMM and attention kernels: the ratio ours would reach if it spent no "
                  "time outside the kernels the peer also runs (an upper bound). with our kernels = peer wall / our "
                  "kernel time: the best ratio with our current kernel choice.\n")
