@@ -7,7 +7,7 @@ register(Paper(
     title="Funnel-Transformer: Filtering out Sequential Redundancy for Efficient Language Processing",
     arxiv="2006.03236",
     year=2020,
-    status="implemented",
+    status="verified",
     models=("FunnelModel", "FunnelBase", "FunnelClassifier"),
     recipes={"funnel": "paperzoo.papers.funnel.recipe:run"},
     benches={"funnel": "paperzoo.bench.funnel:run"},
