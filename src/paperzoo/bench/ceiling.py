@@ -48,7 +48,7 @@ class Ceiling:
     wall_ms: float
     kernel_ms: float
     top: tuple[tuple[str, float], ...]
-    profiled_ms: float = float("nan")
+    profiled_ms: float
 
     @property
     def ceiling(self) -> float:
@@ -154,7 +154,7 @@ def _cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], str]]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="write a markdown table here")
-    ap.add_argument("--calls", type=int, default=6, help="profiled calls per side, interleaved")
+    ap.add_argument("--calls", type=int, default=6, help="rounds: one unprofiled and one profiled call per side each")
     args = ap.parse_args(argv)
     rows = ["| case | target | ours ms (kernels; profiled) | peer ms (kernels; profiled) | ratio | ceiling | "
             "with our kernels | largest other peer ops (ms, profiled) |", "|---|---|---|---|---|---|---|---|"]
