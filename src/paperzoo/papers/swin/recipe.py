@@ -64,16 +64,17 @@ class Preset:
     scaling_repeats: int = 3
 
 
-# Swin (patch 2, embed 96, depths 2-6, window 4): 2.97M params, 235M MACs at 32x32;
-# ViT (patch 4, dim 192, depth 7): 3.14M params, 210M MACs.
-_SWIN_C = SwinConfig(image_size=32, patch_size=2, embed_dim=96, depths=(2, 6), num_heads=(3, 6), window_size=4,
+# Sized so six runs fit one ~100 min CPU session (two single-thread workers):
+# Swin (patch 2, embed 64, depths 2-6, window 4): 1.33M params, 106M MACs at 32x32;
+# ViT (patch 4, dim 128, depth 7): 1.40M params, 96M MACs.
+_SWIN_C = SwinConfig(image_size=32, patch_size=2, embed_dim=64, depths=(2, 6), num_heads=(2, 4), window_size=4,
                      drop_path_rate=0.1, num_classes=10)
-_VIT_C = ViTConfig(image_size=32, patch_size=4, dim=192, depth=7, num_heads=6, drop_path_rate=0.1, num_classes=10)
+_VIT_C = ViTConfig(image_size=32, patch_size=4, dim=128, depth=7, num_heads=4, drop_path_rate=0.1, num_classes=10)
 
 PRESETS = {
-    "small": Preset(seeds=3, subset=20000, swin=_SWIN_C, vit=_VIT_C,
-                    train=TrainConfig(steps=1560, batch_size=128, lr=1e-3, weight_decay=0.05, warmup_steps=80,
-                                      schedule="cosine", eval_every=520, ckpt_every=100, log_every=20)),
+    "small": Preset(seeds=3, swin=_SWIN_C, vit=_VIT_C,
+                    train=TrainConfig(steps=700, batch_size=128, lr=1e-3, weight_decay=0.05, warmup_steps=35,
+                                      schedule="cosine", eval_every=350, ckpt_every=100, log_every=20)),
     "tiny": Preset(seeds=2, subset=256, test_subset=200,
                    swin=SwinConfig.preset("tiny", depths=(1, 1), num_heads=(2, 2), embed_dim=16),
                    vit=ViTConfig.preset("tiny", patch_size=4),
