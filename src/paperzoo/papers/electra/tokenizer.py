@@ -43,7 +43,8 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
 
     if not isinstance(vocab_size, int) or vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must be an int > {len(SPECIAL_TOKENS)}, got {vocab_size!r}")
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    wordpiece = dict(unk_token="[UNK]", max_input_chars_per_word=100, continuing_subword_prefix="##")
+    tok = Tokenizer(models.WordPiece(**wordpiece))
     tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=True,
                                                 lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -54,8 +55,7 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
     tok.train_from_iterator((clean_text(t) for t in texts), trainer=trainer)
     learned = tok.get_vocab()
     ids = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *sorted(set(learned) - set(SPECIAL_TOKENS))])}
-    tok.model = models.WordPiece(vocab=ids, unk_token="[UNK]", max_input_chars_per_word=100,
-                                 continuing_subword_prefix="##")
+    tok.model = models.WordPiece(vocab=ids, **wordpiece)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
                                                        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
