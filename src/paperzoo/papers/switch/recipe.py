@@ -262,16 +262,14 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     details: dict[str, Any] = {}
     for name in main:
         measurements[f"{name} ppl"] = [by[name][s]["ppl"] for s in range(cfg.seeds)]
-        speed = []
+        speed, wall = [], []
         for s in range(cfg.seeds):
-            sp = step_speedup(by["dense"][s]["ppl"], _evals(curves[f"{name}/seed{s}"]), cfg.steps)
+            target, curve = by["dense"][s]["ppl"], _evals(curves[f"{name}/seed{s}"])
+            sp = step_speedup(target, curve, cfg.steps)
             speed.append(sp if sp is not None else 0.0)
+            at = crossing(curve, target, key="time")
+            wall.append(_evals(curves[f"dense/seed{s}"])[-1]["time"] / at if at else 0.0)
         measurements[f"{name} step speedup to dense final ppl"] = speed
-        wall = []
-        for s in range(cfg.seeds):
-            dense_curve = _evals(curves[f"dense/seed{s}"])
-            at = crossing(_evals(curves[f"{name}/seed{s}"]), by["dense"][s]["ppl"], key="time")
-            wall.append(dense_curve[-1]["time"] / at if at else 0.0)
         details[f"{name} wall-clock speedup to dense final ppl (per seed)"] = [round(w, 2) for w in wall]
         details[f"{name} vs dense (ppl, lower is better)"] = str(compare(
             measurements[f"{name} ppl"], measurements["dense ppl"], higher_is_better=False))
