@@ -11,7 +11,7 @@ register(Paper(
     title="Swin Transformer: Hierarchical Vision Transformer using Shifted Windows",
     arxiv="2103.14030",
     year=2021,
-    status="implemented",
+    status="verified",
     models=("SwinModel", "SwinForImageClassification", "ViT"),
     recipes={"swin": "paperzoo.papers.swin.recipe:run"},
     benches={"swin": "paperzoo.bench.swin:run"},
