@@ -64,7 +64,7 @@ class Preset:
     scaling_repeats: int = 3
 
 
-# Sized so six runs fit one ~100 min CPU session (two single-thread workers):
+# Sized so six runs fit a CPU session (68 min with two single-thread workers on 2 cores):
 # Swin (patch 2, embed 64, depths 2-6, window 4): 1.33M params, 106M MACs at 32x32;
 # ViT (patch 4, dim 128, depth 7): 1.40M params, 96M MACs.
 _SWIN_C = SwinConfig(image_size=32, patch_size=2, embed_dim=64, depths=(2, 6), num_heads=(2, 4), window_size=4,
