@@ -17,6 +17,7 @@ Funnel, Swin and Switch benches (run it on a quiet machine).
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,8 +101,8 @@ def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: i
         if kernel[name] <= 0:
             raise ValueError(f"{name!r} ran no GEMM or attention kernel: a ceiling is undefined")
         top = tuple((k, v / calls) for k, v in sorted(other[name].items(), key=lambda kv: -kv[1])[:5])
-        median = sorted(wall[name])[len(wall[name]) // 2]
-        out[name] = Ceiling(median * 1e3, kernel[name] / calls, top, profiled[name] * 1e3 / calls)
+        out[name] = Ceiling(statistics.median(wall[name]) * 1e3, kernel[name] / calls, top,
+                            profiled[name] * 1e3 / calls)
     return out
 
 
