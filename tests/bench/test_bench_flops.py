@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from paperzoo.bench import count_flops, matmul_peak_gflops
-from paperzoo.bench.flops import best_matmul
+from paperzoo.measure import best_matmul
 
 
 def test_count_flops_of_a_matmul_is_2mnk():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from paperzoo.bench.switch import D, _Experts, run
-from paperzoo.nn.moe import SwitchMoE
+from paperzoo.papers.switch.moe import SwitchMoE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

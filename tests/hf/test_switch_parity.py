@@ -11,7 +11,7 @@ from transformers.models.switch_transformers.modeling_switch_transformers import
 )
 
 from paperzoo.hf import from_hf, to_hf
-from paperzoo.nn.moe import SwitchMoE
+from paperzoo.papers.switch.moe import SwitchMoE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

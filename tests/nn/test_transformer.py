@@ -92,7 +92,7 @@ def test_pluggable_ffn_with_aux():
 
 def test_moe_ffn_gets_the_padding_mask():
     """Padding takes no expert capacity: with binding capacity, padded tokens' content cannot change real outputs."""
-    from paperzoo.nn.moe import SwitchMoE
+    from paperzoo.papers.switch.moe import SwitchMoE
 
     blk = TransformerBlock(CFG, ffn=SwitchMoE(32, 64, 2, capacity=3, jitter_eps=0.0)).train()
     x = torch.randn(2, 8, 32)

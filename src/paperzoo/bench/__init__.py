@@ -9,10 +9,17 @@ A paper's bench function (registered in its ``Paper.benches``) typically does::
 and ``paperzoo bench NAME`` prints the ratios and writes ``benchmarks/NAME.json`` and ``.md``.
 """
 
-from paperzoo.bench.flops import best_matmul, count_flops, machine_peak_gflops, matmul_peak_gflops
 from paperzoo.bench.results import BenchResult, as_rows, bench_meta, markdown_table, print_table, write_json
 from paperzoo.bench.runner import BENCHES, all_benches, run_bench
-from paperzoo.bench.timing import Stats, cuda_sync, time_interleaved
+from paperzoo.measure import (
+    Stats,
+    best_matmul,
+    count_flops,
+    cuda_sync,
+    machine_peak_gflops,
+    matmul_peak_gflops,
+    time_interleaved,
+)
 
 __all__ = [
     "BENCHES", "BenchResult", "Stats", "all_benches", "as_rows", "bench_meta", "best_matmul", "count_flops",

@@ -69,7 +69,7 @@ def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: i
         raise ValueError(f"calls must be >= 1, got {calls}")
     from torch.profiler import ProfilerActivity, profile
 
-    from paperzoo.bench.timing import cuda_sync
+    from paperzoo.measure import cuda_sync
 
     for _ in range(warmup):
         for fn in fns.values():
@@ -141,7 +141,7 @@ def _cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], str]]:
             return f
         cases[f"swin {name}"] = (step(ours_s), step(hf_s), ">= 1.2x")
     from paperzoo.nn.ffn import FeedForward
-    from paperzoo.nn.moe import SwitchMoE
+    from paperzoo.papers.switch.moe import SwitchMoE
 
     torch.manual_seed(0)
     x, g = torch.randn(swt.BATCH, swt.SEQ, swt.D), torch.randn(swt.BATCH, swt.SEQ, swt.D)

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from paperzoo.bench.flops import best_matmul
 from paperzoo.bench.results import BenchResult
+from paperzoo.measure import best_matmul
 
 PEAK_SIZES = (1024, 1536, 2048)
 

@@ -17,9 +17,8 @@ from typing import Any
 
 import torch
 
-from paperzoo.bench.flops import count_flops
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import time_interleaved
+from paperzoo.measure import count_flops, time_interleaved
 
 __all__ = ["build", "hf_pretrain_step", "run"]
 

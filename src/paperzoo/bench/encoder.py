@@ -14,9 +14,8 @@ from typing import Any
 
 import torch
 
-from paperzoo.bench.flops import count_flops, machine_peak_gflops
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import profile_tables, time_interleaved
+from paperzoo.measure import count_flops, machine_peak_gflops, profile_tables, time_interleaved
 
 __all__ = ["encoder", "build_pair", "profile_encoder"]
 

@@ -20,9 +20,8 @@ from typing import Any
 
 import torch
 
-from paperzoo.bench.flops import count_flops, machine_peak_gflops
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import profile_tables, time_interleaved
+from paperzoo.measure import count_flops, machine_peak_gflops, profile_tables, time_interleaved
 
 __all__ = ["CONFIGS", "build_pair", "inputs", "run", "profile_funnel"]
 

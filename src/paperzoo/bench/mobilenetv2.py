@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import time_interleaved
+from paperzoo.measure import time_interleaved
 
 
 def _models(width: float = 1.0) -> tuple[Any, Any, Any]:

@@ -32,9 +32,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from paperzoo.bench.flops import count_flops, machine_peak_gflops
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import time_interleaved
+from paperzoo.measure import count_flops, machine_peak_gflops, time_interleaved
 
 __all__ = ["run", "scaling", "vs_hf", "build_scaling_models", "loglog_slope"]
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from paperzoo.bench.timing import Stats
+from paperzoo.measure import Stats
 from paperzoo.report.machine import machine_info
 from paperzoo.report.serial import dumps, to_jsonable, write_text_atomic
 

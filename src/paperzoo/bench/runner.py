@@ -72,7 +72,7 @@ def run_bench(name: str, json_path: Path | None = None, command: str | None = No
     rows, own_meta = _split(out, name)
     peak = own_meta.get("peak_gflops")
     if peak is None:
-        from paperzoo.bench.flops import machine_peak_gflops
+        from paperzoo.measure import machine_peak_gflops
 
         peak = machine_peak_gflops()
     meta = {**bench_meta(name, command, peak), **own_meta, "peak_gflops": peak}

@@ -16,9 +16,8 @@ from typing import Any
 
 import torch
 
-from paperzoo.bench.flops import count_flops
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import time_interleaved
+from paperzoo.measure import count_flops, time_interleaved
 
 CASES = {
     "small 64x64": dict(image_size=64, patch_size=4, embed_dim=128, depths=[2, 2], num_heads=[4, 8], window_size=4),

@@ -21,9 +21,8 @@ from typing import Any
 
 import torch
 
-from paperzoo.bench.flops import count_flops, machine_peak_gflops
 from paperzoo.bench.results import BenchResult
-from paperzoo.bench.timing import time_interleaved
+from paperzoo.measure import count_flops, machine_peak_gflops, time_interleaved
 
 D, HIDDEN, BATCH, SEQ = 256, 1024, 8, 128
 EXPERTS = (8, 32, 128)
@@ -74,8 +73,8 @@ def _run(experts: tuple[int, ...], repeats: int, warmup: int) -> tuple[list[Benc
     from transformers.models.switch_transformers.modeling_switch_transformers import SwitchTransformersSparseMLP
 
     from paperzoo.nn.ffn import FeedForward
-    from paperzoo.nn.moe import SwitchMoE
     from paperzoo.papers.switch.hf import from_hf
+    from paperzoo.papers.switch.moe import SwitchMoE
 
     torch.manual_seed(0)
     x = torch.randn(BATCH, SEQ, D)

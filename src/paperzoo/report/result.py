@@ -24,6 +24,7 @@ from paperzoo.report.index import build_index
 from paperzoo.report.run import runs_root
 from paperzoo.report.serial import dumps, to_jsonable, write_text_atomic
 from paperzoo.report.stats import CI, VERDICTS, Comparison, mean_ci, verdict_from
+from paperzoo.report.verdict import Verdict
 
 
 def _measurement(name: str, value: Any, confidence: float) -> dict[str, Any]:
@@ -84,10 +85,45 @@ def _place_plot(run_dir: Path, plot: Path) -> str:
 
 def _md_value(v: Any) -> str:
     if isinstance(v, CI | Comparison):
-        return str(v).replace("|", "\\|")
-    if isinstance(v, dict | list):
-        return "`" + json.dumps(to_jsonable(v), allow_nan=False).replace("|", "\\|") + "`"
+        v = str(v)
+    if isinstance(v, list) and all(_scalar(x) for x in v):
+        return ", ".join(_fmt(x) for x in v) or "-"
     return _fmt(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)
+
+
+def _table(rows: Mapping[str, Mapping[str, Any]], first: str) -> list[str]:
+    """A markdown table with one row per entry of ``rows`` and a column per key of the inner mappings."""
+    cols: list[str] = []
+    for r in rows.values():
+        cols += [k for k in r if k not in cols]
+    out = ["| " + " | ".join([first, *cols]) + " |", "|" + "---|" * (len(cols) + 1)]
+    for name, r in rows.items():
+        cells = [_md_value(r.get(c)) if _scalar(r.get(c)) or isinstance(r.get(c), list) and
+                 all(_scalar(x) for x in r.get(c)) else "(in result.json)" for c in cols]
+        out.append("| " + " | ".join([str(name).replace("|", "\\|"), *cells]) + " |")
+    return out
+
+
+def _details(details: Mapping[str, Any]) -> list[str]:
+    """Details as short lists, and tables where a value is a set of records; whole JSON stays in result.json."""
+    flat, blocks = [], []
+    for k, v in details.items():
+        v = to_jsonable(v) if not isinstance(v, CI | Comparison) else v
+        if isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):
+            blocks += ["", f"### {k}", "", *_table(v, "")]
+        elif isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            blocks += ["", f"### {k}", "", *_table({str(i): x for i, x in enumerate(v)}, "#")]
+        elif isinstance(v, dict):
+            flat.append(f"- **{k}**:")
+            flat += [f"  - {kk}: {_md_value(x) if _scalar(x) or isinstance(x, list) else '(in result.json)'}"
+                     for kk, x in v.items()]
+        else:
+            flat.append(f"- **{k}**: {_md_value(v)}")
+    return flat + blocks
 
 
 def _markdown(doc: dict[str, Any], run_dir: Path, details: Mapping[str, Any]) -> str:
@@ -96,10 +132,10 @@ def _markdown(doc: dict[str, Any], run_dir: Path, details: Mapping[str, Any]) ->
     lines = [
         f"# {doc['paper']}: {claim}",
         "- **Measured:** " + ("; ".join(_figure(k, m) for k, m in ms.items()) or "nothing"),
-        f"- **Verdict:** {doc['verdict']}",
+        f"- **Verdict:** {doc['verdict']}" + (f" ({doc['verdict_reason']})" if doc.get("verdict_reason") else ""),
         "",
         f"Run `{run_dir.name}`, written {doc['created']}. Intervals are Student t intervals over seeds; "
-        "see `paperzoo.report.stats` for the verdict rule.",
+        "see `paperzoo.recipes` for the verdict rules.",
         "",
         "## Measurements",
         "",
@@ -114,8 +150,7 @@ def _markdown(doc: dict[str, Any], run_dir: Path, details: Mapping[str, Any]) ->
     if notes:
         lines += [""] + [f"- {k}: {m['note']}" for k, m in ms.items() if m.get("note")]
     if details:
-        lines += ["", "## Details", "", "| key | value |", "|---|---|"]
-        lines += [f"| {k} | {_md_value(v)} |" for k, v in details.items()]
+        lines += ["", "## Details", "", *_details(details)]
     if doc["notes"]:
         lines += ["", "## Notes", "", doc["notes"].strip()]
     if doc["plots"]:
@@ -126,6 +161,19 @@ def _markdown(doc: dict[str, Any], run_dir: Path, details: Mapping[str, Any]) ->
     return "\n".join(lines) + "\n"
 
 
+def render_report(run_dir: Path) -> Path:
+    """Rewrite ``run_dir/report.md`` from its ``result.json`` (e.g. after the report's layout changed)."""
+    run_dir = Path(run_dir)
+    path = run_dir / "result.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ValueError(f"{run_dir} has no result.json: not a finished run folder") from e
+    except ValueError as e:
+        raise ValueError(f"{path} is damaged ({e}); rerun the recipe with --resume to rewrite it") from e
+    return write_text_atomic(run_dir / "report.md", _markdown(doc, run_dir, doc.get("details") or {}))
+
+
 def _inside(path: Path, root: Path) -> bool:
     try:
         path.resolve().relative_to(root.resolve())
@@ -134,14 +182,16 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[str, Any], verdict: str | Comparison,
+def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[str, Any],
+                 verdict: str | Comparison | Verdict,
                  details: Mapping[str, Any] | None = None, notes: str = "", plots: Sequence[Path] = (),
                  confidence: float = 0.95) -> Path:
     """Write ``result.json`` and ``report.md`` into ``run_dir``, refresh the runs index, return ``report.md``'s path.
 
     ``measurements`` maps a metric name to its per-seed values (a 95% CI is computed), a :class:`CI` or a
     :class:`Comparison`. ``verdict`` is one of ``"reproduced"``, ``"not reproduced"``, ``"inconclusive"`` (or a
-    Comparison, judged by :func:`verdict_from`). The first lines of ``report.md`` state the claim, the measured
+    Comparison, judged by :func:`verdict_from`, or a :class:`paperzoo.report.verdict.Verdict`, whose sentence is written
+    beside it). The first lines of ``report.md`` state the claim, the measured
     figures with their CIs and the verdict; a table, details, notes, plots and the config follow. Plots outside
     ``run_dir`` are copied in. When ``run_dir`` lies under the runs root, ``reports/index.html`` is rebuilt.
     """
@@ -150,8 +200,11 @@ def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[st
         raise ValueError(f"run_dir must be an existing folder (from new_run_dir), got {run_dir}")
     if not isinstance(paper, str) or not paper.strip():
         raise ValueError(f"paper must be the paper's registered name such as 'electra', got {paper!r}")
+    reason = ""
     if isinstance(verdict, Comparison):
         verdict = verdict_from(verdict)
+    elif isinstance(verdict, Verdict):
+        verdict, reason = verdict.verdict, verdict.reason
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {VERDICTS}, got {verdict!r}")
     if not isinstance(claim, str) or not claim.strip():
@@ -163,6 +216,7 @@ def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[st
         "paper": paper,
         "claim": claim.strip(),
         "verdict": verdict,
+        "verdict_reason": reason,
         "measurements": {str(k): _measurement(str(k), v, confidence) for k, v in measurements.items()},
         "details": to_jsonable(dict(details or {})),
         "notes": notes,
@@ -171,7 +225,7 @@ def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[st
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     write_text_atomic(run_dir / "result.json", dumps(doc))
-    report = write_text_atomic(run_dir / "report.md", _markdown(doc, run_dir, dict(details or {})))
+    report = write_text_atomic(run_dir / "report.md", _markdown(doc, run_dir, doc["details"]))
     root = runs_root()
     if _inside(run_dir, root):
         try:

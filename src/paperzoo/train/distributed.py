@@ -73,3 +73,24 @@ def teardown(info: DistInfo) -> None:
     """Destroy the process group if :func:`setup` created it."""
     if info.created and dist.is_initialized():
         dist.destroy_process_group()
+
+
+# ------------------------------------------------------------------------------------- expert-parallel exchange
+class _AllToAll(torch.autograd.Function):
+    """Equal-split ``all_to_all_single``; its adjoint is the same exchange, so backward is one more call."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:  # type: ignore[override]
+        ctx.group = group
+        out = torch.empty_like(x)
+        dist.all_to_all_single(out, x.contiguous(), group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        return _AllToAll.apply(grad.contiguous(), ctx.group), None
+
+
+def all_to_all(x: torch.Tensor, group=None) -> torch.Tensor:
+    """Differentiable equal-split all-to-all along dim 0 (chunk j goes to rank j)."""
+    return _AllToAll.apply(x, group)

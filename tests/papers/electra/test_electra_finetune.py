@@ -6,9 +6,7 @@ import math
 import pytest
 import torch
 
-from paperzoo.papers.electra.finetune import FinetuneConfig, layerwise_lr_groups, matthews_corrcoef
-from paperzoo.papers.electra.model import ElectraClassifier, ElectraConfig
-from paperzoo.papers.electra.tokenizer import (
+from paperzoo.data.tokenizer import (
     SPECIAL_TOKENS,
     encode_batch,
     load_tokenizer,
@@ -16,6 +14,9 @@ from paperzoo.papers.electra.tokenizer import (
     special_ids,
     train_wordpiece,
 )
+from paperzoo.papers.electra.finetune import layerwise_lr_groups
+from paperzoo.papers.electra.model import ElectraClassifier, ElectraConfig
+from paperzoo.train.finetune import FinetuneConfig, matthews_corrcoef
 
 CORPUS = ["The movie was great.<br /><br />I loved the acting, and the plot twists were unexpected!",
           "A terrible film; the script was weak and the actors seemed bored.",

@@ -9,8 +9,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch.utils.data import TensorDataset
 
+from paperzoo.data.tokenizer import pack_documents
 from paperzoo.papers.electra import recipe
-from paperzoo.papers.electra.tokenizer import pack_documents
 
 
 def _entropy(q: float) -> float:

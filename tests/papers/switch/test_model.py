@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from paperzoo.bench.flops import count_flops
+from paperzoo.measure import count_flops
 from paperzoo.nn.ffn import FeedForward
-from paperzoo.nn.moe import SwitchMoE
 from paperzoo.papers.switch.model import SwitchLM, SwitchLMConfig
+from paperzoo.papers.switch.moe import SwitchMoE
 
 
 def test_switch_every_other_ffn_and_dense_baseline():

@@ -26,12 +26,14 @@ whose head is then reused.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import TensorDataset
 
 from .masking import MaskedBatch, mask_tokens
 from .model import MLMHead, RTDHead, init_weights
@@ -292,7 +294,7 @@ def pretrain_step_flops(model: ElectraPretrainer, batch: dict[str, torch.Tensor]
     """FLOPs of one pretraining step (forward + backward, no optimizer) on ``batch``, measured by
     ``torch.utils.flop_counter`` (matmuls; elementwise ops count 0). The masking uses a fixed seed; grads are reset."""
     if counter is None:
-        from paperzoo.bench import count_flops as counter
+        from paperzoo.measure import count_flops as counter
     masked = model.mask(batch["input_ids"], batch.get("attention_mask"), torch.Generator().manual_seed(0))
 
     def step():
@@ -301,3 +303,31 @@ def pretrain_step_flops(model: ElectraPretrainer, batch: dict[str, torch.Tensor]
     flops = counter(step)
     model.zero_grad(set_to_none=True)
     return flops
+
+
+@torch.no_grad()
+def evaluate_pretrainer(model: ElectraPretrainer, data: TensorDataset, batch: int = 64) -> dict[str, float]:
+    """Pretraining metrics on held-out windows with a fixed masking and sampling seed (same positions every time)."""
+    ids, mask = data.tensors
+    outs = []
+    mg, ng = torch.Generator().manual_seed(1234), torch.Generator().manual_seed(4321)
+    for i in range(0, len(ids), batch):
+        x, m = ids[i:i + batch], mask[i:i + batch]
+        outs.append(model(x, m, masked=model.mask(x, m, mg), noise_generator=ng))
+    keys = ("loss", "mlm_loss", "disc_loss")
+    res: dict[str, float] = {}
+    for k in keys:
+        vals = [getattr(o, k) for o in outs if getattr(o, k) is not None]
+        if vals:
+            res[f"eval_{k}"] = float(torch.stack([v.float() for v in vals]).mean())
+    # pooled token-level metrics
+    o = outs[0]
+    if len(outs) > 1:
+        cat = lambda name: torch.cat([getattr(x, name).flatten() for x in outs])  # noqa: E731
+        o = dataclasses.replace(o, gen_correct=cat("gen_correct"),
+                                disc_logits=cat("disc_logits") if o.disc_logits is not None else None,
+                                labels=cat("labels") if o.disc_logits is not None else None,
+                                weights=cat("weights") if o.disc_logits is not None else None,
+                                extra={k: torch.stack([x.extra[k] for x in outs]).mean() for k in o.extra})
+    res.update({f"eval_{k}": v for k, v in pretraining_metrics(o).items() if k not in ("mlm_loss", "disc_loss")})
+    return res

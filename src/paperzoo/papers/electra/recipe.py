@@ -16,7 +16,6 @@ Everything resumes: pretraining through the engine's checkpoints, finished stage
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch.utils.data import TensorDataset
 
+from paperzoo.data.tokenizer import load_tokenizer, pack_documents, special_ids, train_wordpiece
 from paperzoo.report import (
     compare,
     new_run_dir,
@@ -36,12 +36,12 @@ from paperzoo.report import (
     write_result,
 )
 from paperzoo.train import TrainConfig, Trainer, seed_everything
+from paperzoo.train.finetune import TASKS, FinetuneConfig, finetune_task, load_task
 from paperzoo.train.parallel import run_jobs
 
-from .finetune import TASKS, FinetuneConfig, finetune_task, load_task
+from .finetune import classifier_fn
 from .model import ElectraConfig, ElectraGenerator, build_generator_and_discriminator, mlm_config
-from .objective import ElectraPretrainer, ObjectiveConfig, pretrain_step_flops, pretraining_metrics
-from .tokenizer import load_tokenizer, pack_documents, special_ids, train_wordpiece
+from .objective import ElectraPretrainer, ObjectiveConfig, evaluate_pretrainer, pretrain_step_flops
 
 PAPER = "electra"
 CLAIM = ("At equal pretraining compute, ELECTRA's replaced-token detection gives a better encoder than masked "
@@ -144,34 +144,6 @@ def _loss_fn(model, batch):
     return out.loss, out.metrics()
 
 
-@torch.no_grad()
-def evaluate_pretrainer(model: ElectraPretrainer, data: TensorDataset, batch: int = 64) -> dict[str, float]:
-    """Pretraining metrics on held-out windows with a fixed masking and sampling seed (same positions every time)."""
-    ids, mask = data.tensors
-    outs = []
-    mg, ng = torch.Generator().manual_seed(1234), torch.Generator().manual_seed(4321)
-    for i in range(0, len(ids), batch):
-        x, m = ids[i:i + batch], mask[i:i + batch]
-        outs.append(model(x, m, masked=model.mask(x, m, mg), noise_generator=ng))
-    keys = ("loss", "mlm_loss", "disc_loss")
-    res: dict[str, float] = {}
-    for k in keys:
-        vals = [getattr(o, k) for o in outs if getattr(o, k) is not None]
-        if vals:
-            res[f"eval_{k}"] = float(torch.stack([v.float() for v in vals]).mean())
-    # pooled token-level metrics
-    o = outs[0]
-    if len(outs) > 1:
-        cat = lambda name: torch.cat([getattr(x, name).flatten() for x in outs])  # noqa: E731
-        o = dataclasses.replace(o, gen_correct=cat("gen_correct"),
-                                disc_logits=cat("disc_logits") if o.disc_logits is not None else None,
-                                labels=cat("labels") if o.disc_logits is not None else None,
-                                weights=cat("weights") if o.disc_logits is not None else None,
-                                extra={k: torch.stack([x.extra[k] for x in outs]).mean() for k in o.extra})
-    res.update({f"eval_{k}": v for k, v in pretraining_metrics(o).items() if k not in ("mlm_loss", "disc_loss")})
-    return res
-
-
 def pretrain(mode: str, preset: Preset, vocab_size: int, train: TensorDataset, held_out: TensorDataset, seed: int,
              out_dir: Path, resume: bool, steps: int | None = None, progress: bool = True) -> dict:
     """Pretrain one model (``CONTROL``: none, keep the initial encoder); saves ``encoder.safetensors`` (the encoder's
@@ -252,7 +224,8 @@ def finetune_all(enc_dir: Path, tok, preset: Preset, seed: int, resume: bool, da
     state, enc_cfg = _saved_encoder(enc_dir)
     for task in preset.tasks:
         if task not in cache:
-            cache[task] = finetune_task(state, enc_cfg, tok, task, preset.finetune, seed, data)
+            build = classifier_fn(enc_cfg, state, preset.finetune)
+            cache[task] = finetune_task(build, tok, task, preset.finetune, seed, data)
             path.write_text(json.dumps(cache, indent=2))
     scores = {t: 100.0 * cache[t]["score"] for t in preset.tasks}
     scores["mini-GLUE"] = sum(scores.values()) / len(preset.tasks)

@@ -35,11 +35,16 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch.utils.data import TensorDataset
 
-from paperzoo.papers.electra.finetune import TASKS, FinetuneConfig, finetune_task, load_task
-from paperzoo.papers.electra.objective import ElectraPretrainer, ObjectiveConfig, binary_auc, pretrain_step_flops
-from paperzoo.papers.electra.recipe import PRETRAIN_LR, evaluate_pretrainer
-from paperzoo.papers.electra.tokenizer import encode_batch, load_tokenizer, pack_documents, special_ids, train_wordpiece
+from paperzoo.data.tokenizer import encode_batch, load_tokenizer, pack_documents, special_ids, train_wordpiece
+from paperzoo.papers.electra.objective import (
+    ElectraPretrainer,
+    ObjectiveConfig,
+    binary_auc,
+    evaluate_pretrainer,
+    pretrain_step_flops,
+)
 from paperzoo.train import TrainConfig, Trainer, seed_everything
+from paperzoo.train.finetune import TASKS, FinetuneConfig, finetune_task, load_task
 from paperzoo.train.parallel import run_jobs
 
 from .finetune import classifier_fn
@@ -93,6 +98,9 @@ def _funnel(**kw) -> FunnelConfig:
     return FunnelConfig(**{"pad_token_id": 0, "num_decoder_layers": 2, **kw})
 
 
+# ELECTRA's pretraining rate at batch 32 (see the ELECTRA README: 5e-4 and 1e-3 collapse the discriminator there).
+PRETRAIN_LR = 2e-4
+
 PRESETS: dict[str, Preset] = {
     # the smoke test: well under a minute on one thread; asserts learning, not quality
     "tiny": Preset(
@@ -128,7 +136,7 @@ def forward_flops_per_token(cfg: FunnelConfig, seq_len: int, decoder: bool = Fal
     """Forward FLOPs per token of the encoder (``decoder=True``: with Funnel's decoder, as in pretraining), counted by
     ``torch.utils.flop_counter`` on the meta device for one sequence of ``seq_len`` (matmuls incl. the relative
     positional and token-type terms; embeddings, norms and softmax count 0)."""
-    from paperzoo.bench import count_flops
+    from paperzoo.measure import count_flops
 
     with torch.device("meta"):
         model = FunnelModel(cfg) if decoder and not is_standard(cfg) else FunnelBase(cfg)
@@ -339,7 +347,7 @@ def train_job(run_dir: Path, p: Preset, arch: str, cfg: FunnelConfig, seed: int,
     for task in p.tasks:
         if task not in cache:
             build = classifier_fn(cfg, base_state, ft.lr, ft.layer_decay, ft.weight_decay)
-            cache[task] = finetune_task(None, None, tok, task, ft, seed, data, classifier_fn=build)
+            cache[task] = finetune_task(build, tok, task, ft, seed, data)
             ft_path.write_text(json.dumps(cache, indent=2))
     scores = {t: 100.0 * cache[t]["score"] for t in p.tasks}
     scores["mini-GLUE"] = sum(scores.values()) / len(p.tasks)
@@ -353,7 +361,7 @@ def train_job(run_dir: Path, p: Preset, arch: str, cfg: FunnelConfig, seed: int,
 def _costs(cfgs: dict[str, FunnelConfig], p: Preset, train: TensorDataset, tok) -> dict[str, dict[str, Any]]:
     """Per architecture, measured in this process on one batch: pretraining-step FLOPs, ms per pretraining step and
     per fine-tuning step (interleaved, ``timing_repeats`` calls), activation bytes, parameters."""
-    from paperzoo.bench import time_interleaved
+    from paperzoo.measure import time_interleaved
 
     dev = _device(p)
     ids, mask = (t[:p.pretrain.batch_size].to(dev) for t in train.tensors)

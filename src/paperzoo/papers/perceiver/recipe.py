@@ -186,7 +186,7 @@ def accuracy(model: nn.Module, task: str, x: torch.Tensor, y: torch.Tensor, batc
 
 def forward_flops(model: nn.Module, task: str, x: torch.Tensor) -> int:
     """Forward FLOPs of one example."""
-    from paperzoo.bench.flops import count_flops
+    from paperzoo.measure import count_flops
 
     return count_flops(lambda: _logits(model, prepare(task, x[:1])))  # no no_grad: FlopCounterMode needs autograd
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from paperzoo.hf import register_converter
-from paperzoo.nn.moe import Router, SwitchMoE
+from paperzoo.papers.switch.moe import Router, SwitchMoE
 
 _HF_ACT_CLASS = {"ReLU": "relu", "GELUActivation": "gelu", "NewGELUActivation": "gelu_tanh", "GELUTanh": "gelu_tanh",
                  "SiLUActivation": "silu", "SiLU": "silu"}

@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from paperzoo.nn.moe import SwitchMoE
 from paperzoo.nn.outputs import ModelOutput
 from paperzoo.nn.transformer import TransformerConfig, TransformerEncoder
+from paperzoo.papers.switch.moe import SwitchMoE
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ PRESETS = {
 @dataclass
 class SwitchLMOutput(ModelOutput):
     """``logits`` (batch, seq, vocab); with labels: ``loss`` = ``lm_loss`` + ``aux_loss``; ``router``: one aux dict
-    per Switch layer (see :class:`paperzoo.nn.moe.MoEOutput`)."""
+    per Switch layer (see :class:`paperzoo.papers.switch.moe.MoEOutput`)."""
 
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None

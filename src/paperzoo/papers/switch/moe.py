@@ -36,6 +36,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange, reduce, repeat
 
+from paperzoo.train.distributed import all_to_all
+
 BALANCE_COEF = 1e-2  # the paper's alpha (sec. 2.2)
 Z_LOSS_COEF = 1e-3  # ST-MoE's router z-loss coefficient
 
@@ -105,21 +107,6 @@ class Router(nn.Module):
             return F.linear(x, self.weight.float())
 
 
-class _AllToAll(torch.autograd.Function):
-    """Equal-split ``all_to_all_single``; its adjoint is the same exchange, so backward is one more call."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:  # type: ignore[override]
-        ctx.group = group
-        out = torch.empty_like(x)
-        dist.all_to_all_single(out, x.contiguous(), group=group)
-        return out
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
-        return _AllToAll.apply(grad.contiguous(), ctx.group), None
-
-
 class _RowGather(torch.autograd.Function):
     """``out[j] = src[index[j]]`` for an injective ``index`` into ``src`` (entries ``len(src)`` mean "none" and give
     an arbitrary row, to be masked by the caller). The adjoint is the gather with the inverse map, zeroed where
@@ -135,11 +122,6 @@ class _RowGather(torch.autograd.Function):
     def backward(ctx, grad):  # type: ignore[override]
         inverse, grad_mask = ctx.saved_tensors
         return grad.index_select(0, inverse.clamp(max=grad.shape[0] - 1)).mul_(grad_mask), None, None, None
-
-
-def all_to_all(x: torch.Tensor, group=None) -> torch.Tensor:
-    """Differentiable equal-split all-to-all along dim 0 (chunk j goes to rank j)."""
-    return _AllToAll.apply(x, group)
 
 
 def _cast(w: torch.Tensor, h: torch.Tensor) -> torch.Tensor:

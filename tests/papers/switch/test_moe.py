@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from paperzoo.nn.moe import SwitchMoE, balance_loss, expert_capacity, router_z_loss
+from paperzoo.papers.switch.moe import SwitchMoE, balance_loss, expert_capacity, router_z_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

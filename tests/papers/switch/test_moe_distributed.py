@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from paperzoo.nn.moe import SwitchMoE
+from paperzoo.papers.switch.moe import SwitchMoE
 
 D, HID, E, B, S = 8, 16, 8, 2, 12
 

@@ -1,7 +1,8 @@
 """A BERT-style WordPiece vocabulary trained with the ``tokenizers`` library on the pretraining corpus.
 
-ELECTRA uses BERT's uncased WordPiece vocabulary; we cannot download it, so we train one of the same kind on the
-text we pretrain on (lower-cased, accents stripped, BERT pre-tokenisation, ``##`` continuations) and save it beside
+Shared by the text papers (ELECTRA, Funnel). ELECTRA uses BERT's uncased WordPiece vocabulary; we cannot download
+it, so we train one of the same kind on the text we pretrain on (lower-cased, accents stripped, BERT
+pre-tokenisation, ``##`` continuations) and save it beside
 the run as ``tokenizer.json``. Special tokens take ids 0-4: ``[PAD] [UNK] [CLS] [SEP] [MASK]``, every other token
 the next id in sorted order. (The ``tokenizers`` trainer learns the same token set in every process but numbers it in
 hash-map order, huggingface/tokenizers#1794, so without renumbering two trainings on the same text disagree on ids.

@@ -1,0 +1,191 @@
+"""The recipe skeleton every reproduction is built on: presets, named jobs, cached job results, verdict rules.
+
+A recipe reads like this (the whole of ``run()`` is what is specific to its claim)::
+
+    PRESETS = {"tiny": Preset(model=..., train=TrainConfig(...), seeds=2),     # tests: seconds
+               "small": Preset(model=..., train=TrainConfig(...), seeds=3)}    # the committed laptop run
+
+    def train_job(job: Job, out: Path, resume: bool, progress: bool, data) -> dict:
+        ...  # train job.variant with job.seed in ``out``; return a JSON-ready summary
+
+    def run(preset=None, seeds=None, out=None, resume=False, progress=True, workers=1) -> Path:
+        name, p, run_dir = start("mypaper", PRESETS, preset, seeds, out)
+        jobs = [Job(v, s, cfg) for s in range(p.seeds) for v, cfg in variants(p).items()]
+        res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(data,))
+        v = Beats(higher_is_better=True).judge(res.values("ours", "acc"), res.values("baseline", "acc"),
+                                               "ours", "baseline")
+        write_result(run_dir, "mypaper", CLAIM, {...}, v, details={...})
+
+Conventions shared by every recipe:
+
+* Presets: ``tiny`` for tests (seconds on CPU; its report says it is a smoke test), ``small`` for the committed
+  laptop reproduction, and the paper's own sizes by the paper's names.
+* A job's folder is ``<run_dir>/<variant>/seed-<seed>/`` and its finished result is ``job.json`` there; with
+  ``resume`` a finished job is read back instead of recomputed, so ``--resume`` and ``--workers`` behave the same
+  in every recipe. The training engine's checkpoints in the same folder resume an unfinished job exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from paperzoo.report.serial import dumps, write_text_atomic
+from paperzoo.report.verdict import AtMost, Beats, NonInferior, Paired, Verdict, all_of, smoke
+from paperzoo.train.config import TrainConfig
+
+JOB_FILE = "job.json"
+__all__ = ["AtMost", "Beats", "Job", "NonInferior", "Paired", "Preset", "Results", "Verdict", "all_of", "cached",
+           "pick", "run_jobs", "smoke", "start"]
+
+
+# ----------------------------------------------------------------------------------------------------- presets
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    """One scale of a recipe: the model config(s), the training config and the number of seeds.
+
+    Recipes subclass it (``@dataclass(frozen=True, kw_only=True)``) to add what their data or protocol needs, e.g.
+    ``subset`` or ``tasks``. ``model`` is a model config dataclass, or a mapping ``variant -> config``.
+    """
+
+    model: Any
+    train: TrainConfig
+    seeds: int = 3
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.train, TrainConfig):
+            raise ValueError(f"Preset.train: expected a TrainConfig, got {type(self.train).__name__}")
+        _check_seeds(self.seeds, "Preset.seeds")
+
+
+def pick(presets: Mapping[str, Preset], name: str | None, recipe: str, seeds: int | None = None,
+         default: str = "small") -> tuple[str, Preset]:
+    """``(name, preset)``: ``presets[name or default]`` with ``seeds`` replaced when given.
+
+    An unknown name raises a ValueError listing the valid ones.
+    """
+    name = name or default
+    if name not in presets:
+        raise ValueError(f"unknown preset {name!r} for {recipe}; valid: {', '.join(presets)}")
+    p = presets[name]
+    if seeds is not None:
+        _check_seeds(seeds, "seeds")
+        p = dataclasses.replace(p, seeds=seeds)
+    return name, p
+
+
+def start(paper: str, presets: Mapping[str, Preset], preset: str | None, seeds: int | None, out: Path | None,
+          recipe: str | None = None, default: str = "small") -> tuple[str, Preset, Path]:
+    """Pick the preset, make the run folder and write its ``config.json``: ``(name, preset, run_dir)``.
+
+    ``config.json`` holds ``{"preset": name, **preset}``; reusing a folder made with another config is refused
+    (see :func:`paperzoo.report.write_config`).
+    """
+    from paperzoo.report import new_run_dir, write_config
+
+    name, p = pick(presets, preset, recipe or paper, seeds, default)
+    run_dir = new_run_dir(paper, out)
+    write_config(run_dir, {"preset": name, **{f.name: getattr(p, f.name) for f in dataclasses.fields(p)}},
+                 seeds=range(p.seeds))
+    return name, p, run_dir
+
+
+# ----------------------------------------------------------------------------------------------------- jobs
+@dataclass(frozen=True)
+class Job:
+    """One training run of a recipe: a ``variant`` name, a ``seed`` and the ``config`` that makes it."""
+
+    variant: str
+    seed: int
+    config: Any = None
+
+    def folder(self, run_dir: Path) -> Path:
+        """``<run_dir>/<variant>/seed-<seed>``."""
+        return Path(run_dir) / self.variant / f"seed-{self.seed}"
+
+    def __str__(self) -> str:
+        return f"{self.variant} seed {self.seed}"
+
+
+def cached(folder: Path, resume: bool, compute: Callable[[], Any]) -> Any:
+    """``compute()``, stored in ``folder/job.json``; with ``resume``, a stored result is returned instead.
+
+    The file is written atomically, so a crash never leaves a half-written result that a resume would trust.
+    """
+    folder = Path(folder)
+    path = folder / JOB_FILE
+    if resume and path.is_file():
+        try:
+            return json.loads(path.read_text())
+        except ValueError as e:
+            raise ValueError(f"{path} is damaged ({e}); delete it to recompute this job") from e
+    result = compute()
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, dumps(result))
+    return json.loads(path.read_text())  # what a resume would read back: the same types either way
+
+
+def _run_one(fn: Callable[..., Any], job: Job, run_dir: Path, resume: bool, progress: bool, args: tuple) -> Any:
+    out = job.folder(run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return cached(out, resume, lambda: fn(job, out, resume, progress, *args))
+
+
+class Results:
+    """The results of a recipe's jobs, by variant and seed."""
+
+    def __init__(self, jobs: Sequence[Job], results: Sequence[Any]) -> None:
+        self.jobs = list(jobs)
+        self._by: dict[str, dict[int, Any]] = {}
+        for job, r in zip(self.jobs, results, strict=True):
+            self._by.setdefault(job.variant, {})[job.seed] = r
+
+    def __getitem__(self, key: tuple[str, int]) -> Any:
+        variant, seed = key
+        return self._by[variant][seed]
+
+    def __contains__(self, variant: str) -> bool:
+        return variant in self._by
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self._by)
+
+    def seeds(self, variant: str) -> list[int]:
+        return sorted(self._by[variant])
+
+    def of(self, variant: str) -> list[Any]:
+        """Every seed's result of ``variant``, by seed."""
+        return [self._by[variant][s] for s in self.seeds(variant)]
+
+    def values(self, variant: str, key: str) -> list[float]:
+        """``result[key]`` of every seed of ``variant``, by seed."""
+        return [r[key] for r in self.of(variant)]
+
+
+def run_jobs(fn: Callable[..., Any], jobs: Iterable[Job], run_dir: Path, *, resume: bool = False, workers: int = 1,
+             progress: bool = True, args: tuple = ()) -> Results:
+    """Run ``fn(job, folder, resume, progress, *args)`` for every job, each cached in its folder's ``job.json``.
+
+    ``workers > 1`` runs that many jobs at once in worker processes (``paperzoo.train.parallel``; ``fn`` and
+    ``args`` must then be picklable, and per-job progress bars are off).
+    """
+    from paperzoo.train.parallel import run_jobs as parallel
+
+    jobs = list(jobs)
+    seen = {(j.variant, j.seed) for j in jobs}
+    if len(seen) != len(jobs):
+        raise ValueError("jobs must have distinct (variant, seed) pairs: two would write into one folder")
+    show = progress and workers == 1
+    work = [(fn, j, Path(run_dir), resume, show, tuple(args)) for j in jobs]
+    return Results(jobs, parallel(_run_one, work, workers, label=lambda w: str(w[1])))
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+def _check_seeds(seeds: Any, what: str) -> None:
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
+        raise ValueError(f"{what}: expected an int >= 1, got {seeds!r}")

@@ -1,0 +1,38 @@
+"""Every recipe's ``tiny`` preset gives the same metrics, bit for bit, as before the recipe-skeleton restructuring.
+
+The expected values were recorded on main at 3380eb7 (before the restructuring) with
+``paperzoo reproduce NAME --preset tiny`` at 2 torch threads on CPU; wall-clock figures are left out (they vary).
+A metric may be renamed (update its key here), never changed.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from paperzoo import registry
+
+BEFORE = json.loads((Path(__file__).parent / "tiny_before.json").read_text())
+TIMED = re.compile(r"seconds|s/step|slope|time")
+
+
+@pytest.fixture
+def two_threads():
+    n = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize("recipe", sorted(BEFORE))
+def test_tiny_metrics_bit_identical(recipe, tmp_path, monkeypatch, two_threads):
+    monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
+    fn = next(registry.resolve(p.recipes[recipe]) for p in registry.papers() if recipe in p.recipes)
+    run_dir = fn(preset="tiny", out=tmp_path / recipe)
+    got = json.loads((Path(run_dir) / "result.json").read_text())
+    measured = {k: (m["values"] if m.get("values") else m["mean"]) for k, m in got["measurements"].items()
+                if not TIMED.search(k)}
+    assert measured == BEFORE[recipe]["measurements"]
+    assert got["verdict"] == BEFORE[recipe]["verdict"]
