@@ -1,0 +1,129 @@
+"""One contract over every registered model (as timm's test_models does): new papers get these checks for free.
+
+Every name in a paper's ``Paper.models`` is exported by its package ``paperzoo.papers.<paper>`` and is an
+``nn.Module`` class with
+
+* ``config_class``: its config dataclass, whose ``preset("tiny")`` builds in well under a second;
+* ``example_inputs(cfg, batch=2)``: a dict of keyword inputs the model accepts.
+
+The contract: it builds from ``tiny``, runs forward and backward on CPU (every trainable parameter that the
+output depends on gets a finite gradient), raises ``ValueError`` for an input of the wrong rank and of the wrong
+dtype, round-trips through safetensors with identical outputs, and, where a Hugging Face converter is registered,
+converts to HF and back with identical outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import pytest
+import torch
+from safetensors.torch import load_model, save_model
+
+from paperzoo import registry
+
+
+def _models() -> list[tuple[str, str]]:
+    return [(p.name, m) for p in registry.papers() for m in p.models]
+
+
+def _cls(paper: str, name: str) -> type:
+    pkg = importlib.import_module(f"paperzoo.papers.{paper.replace('-', '_')}")
+    assert hasattr(pkg, name), f"paperzoo.papers.{paper} must export {name} (it is in Paper.models)"
+    return getattr(pkg, name)
+
+
+def _tensors(out) -> list[torch.Tensor]:
+    """The floating tensors of a model output (a tensor, a tuple, a dataclass or a mapping)."""
+    if isinstance(out, torch.Tensor):
+        return [out] if out.is_floating_point() else []
+    if dataclasses.is_dataclass(out):
+        out = [getattr(out, f.name) for f in dataclasses.fields(out)]
+    elif isinstance(out, dict):
+        out = list(out.values())
+    elif hasattr(out, "to_tuple"):  # HF ModelOutput
+        out = list(out.to_tuple())
+    if isinstance(out, tuple | list):
+        return [t for o in out for t in _tensors(o)]
+    return []
+
+
+def _build(paper: str, name: str, seed: int = 0):
+    cls = _cls(paper, name)
+    assert isinstance(cls, type) and issubclass(cls, torch.nn.Module), f"{name} must be an nn.Module class"
+    for attr in ("config_class", "example_inputs"):
+        assert hasattr(cls, attr), f"{paper}.{name} must define {attr} (see this file's docstring)"
+    cfg = cls.config_class.preset("tiny")
+    torch.manual_seed(seed)
+    return cls, cfg, cls(cfg), cls.example_inputs(cfg)
+
+
+def _primary(inputs: dict) -> str:
+    return next(k for k, v in inputs.items() if isinstance(v, torch.Tensor))
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread):
+    """Tiny models: one thread (see tests/conftest.py)."""
+
+
+@pytest.mark.parametrize(("paper", "name"), _models())
+def test_forward_backward(paper, name):
+    _, _, model, inputs = _build(paper, name)
+    model.train()
+    outs = _tensors(model(**inputs))
+    assert outs, f"{name}'s output holds no floating tensor"
+    assert all(torch.isfinite(t).all() for t in outs)
+    sum(t.float().sum() for t in outs if t.requires_grad).backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad and p.grad is not None]
+    assert grads, f"no parameter of {name} received a gradient"
+    assert all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize(("paper", "name"), _models())
+def test_wrong_rank_and_dtype_raise_value_error(paper, name):
+    _, _, model, inputs = _build(paper, name)
+    key = _primary(inputs)
+    x = inputs[key]
+    with pytest.raises(ValueError):
+        model(**{**inputs, key: x.reshape(-1)})  # one rank where the model expects more
+    wrong = torch.int64 if x.is_floating_point() else torch.float32
+    with pytest.raises(ValueError):
+        model(**{**inputs, key: x.to(wrong)})
+
+
+@pytest.mark.parametrize(("paper", "name"), _models())
+def test_safetensors_round_trip(paper, name, tmp_path):
+    cls, cfg, model, inputs = _build(paper, name)
+    save_model(model, str(tmp_path / "model.safetensors"))
+    again = cls(cfg)
+    load_model(again, str(tmp_path / "model.safetensors"))
+    model.eval()
+    again.eval()
+    with torch.no_grad():
+        a, b = _tensors(model(**inputs)), _tensors(again(**inputs))
+    assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize(("paper", "name"), _models())
+def test_hf_round_trip_where_a_converter_exists(paper, name):
+    import paperzoo.hf as hf
+
+    cls, _, model, inputs = _build(paper, name)
+    hf._load()
+    if not any(c in hf._TO for c in cls.__mro__):
+        pytest.skip(f"{name} has no Hugging Face equivalent (no converter registered)")
+    model.eval()
+    back = hf.from_hf(hf.to_hf(model)).eval()
+    with torch.no_grad():
+        a, b = _tensors(model(**inputs)), _tensors(back(**inputs))
+    assert a and len(a) <= len(b)
+    for x, y in zip(a, b, strict=False):
+        assert x.shape == y.shape and (x - y).abs().max() <= 1e-5
+
+
+def test_every_implemented_paper_registers_models():
+    for p in registry.papers():
+        if p.status != "planned":
+            assert p.models, f"{p.name} registers no models"
