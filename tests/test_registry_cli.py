@@ -66,6 +66,30 @@ def test_cli_resume_needs_out():
     assert result.exit_code == 2 and "--out" in result.output
 
 
-def test_cli_workers_refused_by_recipes_without_it():
-    result = runner.invoke(app, ["reproduce", "fashion-cnn", "--workers", "2"])
-    assert result.exit_code == 2 and "does not support --workers" in result.output
+def test_every_recipe_has_the_skeleton_signature():
+    import inspect
+
+    want = ["preset", "seeds", "out", "resume", "progress", "workers"]
+    for p in registry.papers():
+        for name, target in p.recipes.items():
+            params = inspect.signature(registry.resolve(target)).parameters
+            assert list(params) == want, (name, list(params))
+            assert all(params[k].default is not inspect.Parameter.empty for k in want), name
+
+
+def test_cli_list_fits_80_columns():
+    result = runner.invoke(app, ["list"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    for p in registry.papers():  # every name on one line, unbroken
+        assert any(re.search(rf"\b{re.escape(p.name)}\b", line) for line in lines), p.name
+
+
+def test_cli_list_wide_and_show():
+    wide = runner.invoke(app, ["list", "--wide"], env={"COLUMNS": "200"})
+    assert wide.exit_code == 0 and "2003.10555" in wide.output
+    one = runner.invoke(app, ["show", "electra"], env={"COLUMNS": "200"})
+    assert one.exit_code == 0 and "paperzoo reproduce electra" in one.output and "arXiv 2003.10555" in one.output
+    bad = runner.invoke(app, ["show", "nope"])
+    assert bad.exit_code == 2 and "valid names" in bad.output

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 from pathlib import Path
 
@@ -40,8 +39,9 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
 def list_papers(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the README's Markdown table."),
+    wide: bool = typer.Option(False, "--wide", help="Also show title, arXiv id, year and models."),
 ) -> None:
-    """Every registered paper: name, title, arXiv id, year, models, recipes, status."""
+    """Every registered paper: name, status, recipes (--wide for the rest; `paperzoo show NAME` for one)."""
     papers = registry.papers()
     if markdown:
         print(registry.markdown_table())
@@ -49,13 +49,35 @@ def list_papers(
     if as_json:
         print(json.dumps([p.as_dict() for p in papers], indent=2))
         return
-    table = Table(title="paperzoo papers")
-    for col in ("name", "title", "arXiv", "year", "models", "recipes", "status"):
-        table.add_column(col, overflow="fold")
+    cols = ("name", "status", "recipes") + (("title", "arXiv", "year", "models") if wide else ())
+    table = Table(title="paperzoo papers", caption=None if wide else "paperzoo show NAME for one paper; --wide for all")
+    for col in cols:
+        table.add_column(col, overflow="fold", no_wrap=col in ("name", "status"))
     for p in papers:
-        table.add_row(p.name, p.title, p.arxiv, str(p.year), ", ".join(p.models),
-                      ", ".join(sorted(p.recipes)), p.status)
+        row = [p.name, p.status, ", ".join(sorted(p.recipes)) or "-"]
+        if wide:
+            row += [p.title, p.arxiv, str(p.year), ", ".join(p.models)]
+        table.add_row(*row)
     console.print(table)
+
+
+@app.command()
+def show(name: str = typer.Argument(..., help="Paper name (see `paperzoo list`).")) -> None:
+    """One paper: title, arXiv, status, models, recipes with presets, benchmarks and claims."""
+    try:
+        p = registry.get(name)
+    except KeyError as e:
+        _fail(str(e.args[0]))
+    console.print(f"[bold]{p.name}[/bold]: {p.title}")
+    console.print(f"arXiv {p.arxiv} ({p.year}), https://arxiv.org/abs/{p.arxiv}")
+    console.print(f"status: {p.status}")
+    console.print(f"models: {', '.join(p.models) or '-'}")
+    for r in sorted(p.recipes):
+        console.print(f"recipe: paperzoo reproduce {r}" + (f"  (presets: {', '.join(p.presets)})" if p.presets else ""))
+    for b in sorted(p.benches):
+        console.print(f"bench: paperzoo bench {b}")
+    for c in p.claims:
+        console.print(f"claim: {c}")
 
 
 def _recipe_target(name: str) -> str:
@@ -73,19 +95,14 @@ def reproduce(
     out: Path = typer.Option(None, "--out", help="Run folder (default runs/<paper>/<stamp>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoints."),
     workers: int = typer.Option(None, "--workers", min=1,
-                                help="Train this many runs at once in separate processes (recipes that support it)."),
+                                help="Train this many independent runs at once, in separate processes."),
 ) -> None:
     """Run a paper's reproduction and write its report."""
     if resume and out is None:
         _fail("--resume needs --out DIR: the run folder to continue")
     run = registry.resolve(_recipe_target(name))
-    extra = {}
-    if workers is not None:
-        if "workers" not in inspect.signature(run).parameters:
-            _fail(f"recipe {name!r} does not support --workers; it trains its runs one after another")
-        extra["workers"] = workers
     try:
-        run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, **extra)
+        run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, workers=workers or 1)
     except (FileNotFoundError, ValueError) as e:  # missing data, bad preset: one clear line, no traceback
         _fail(str(e))
     console.print(f"report: {Path(run_dir) / 'report.md'}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import re
 import shutil
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -134,7 +135,7 @@ def _markdown(doc: dict[str, Any], run_dir: Path, details: Mapping[str, Any]) ->
         "- **Measured:** " + ("; ".join(_figure(k, m) for k, m in ms.items()) or "nothing"),
         f"- **Verdict:** {doc['verdict']}" + (f" ({doc['verdict_reason']})" if doc.get("verdict_reason") else ""),
         "",
-        f"Run `{run_dir.name}`, written {doc['created']}. Intervals are Student t intervals over seeds; "
+        f"Run `{doc.get('run') or run_dir.name}`, written {doc['created']}. Intervals are Student t intervals over seeds; "
         "see `paperzoo.recipes` for the verdict rules.",
         "",
         "## Measurements",
@@ -171,7 +172,11 @@ def render_report(run_dir: Path) -> Path:
         raise ValueError(f"{run_dir} has no result.json: not a finished run folder") from e
     except ValueError as e:
         raise ValueError(f"{path} is damaged ({e}); rerun the recipe with --resume to rewrite it") from e
-    return write_text_atomic(run_dir / "report.md", _markdown(doc, run_dir, doc.get("details") or {}))
+    old = run_dir / "report.md"
+    if "run" not in doc and old.is_file():  # result.json written before it recorded the run's name
+        m = re.search(r"^Run `([^`]+)`", old.read_text(encoding="utf-8"), re.MULTILINE)
+        doc["run"] = m.group(1) if m else None
+    return write_text_atomic(old, _markdown(doc, run_dir, doc.get("details") or {}))
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -217,6 +222,7 @@ def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[st
         "claim": claim.strip(),
         "verdict": verdict,
         "verdict_reason": reason,
+        "run": run_dir.name,
         "measurements": {str(k): _measurement(str(k), v, confidence) for k, v in measurements.items()},
         "details": to_jsonable(dict(details or {})),
         "notes": notes,
