@@ -135,8 +135,8 @@ def _markdown(doc: dict[str, Any], run_dir: Path, details: Mapping[str, Any]) ->
         "- **Measured:** " + ("; ".join(_figure(k, m) for k, m in ms.items()) or "nothing"),
         f"- **Verdict:** {doc['verdict']}" + (f" ({doc['verdict_reason']})" if doc.get("verdict_reason") else ""),
         "",
-        f"Run `{doc.get('run') or run_dir.name}`, written {doc['created']}. Intervals are Student t intervals over seeds; "
-        "see `paperzoo.recipes` for the verdict rules.",
+        f"Run `{doc.get('run') or run_dir.name}`, written {doc['created']}. Intervals are Student t intervals over "
+        "seeds; see `paperzoo.recipes` for the verdict rules.",
         "",
         "## Measurements",
         "",
