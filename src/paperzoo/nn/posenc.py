@@ -26,6 +26,8 @@ __all__ = [
     "fourier_position_grid",
     "FourierPositionEncoding",
     "FactorizedPositionalEmbedding",
+    "frequency_encoding",
+    "frequency_encoding_dim",
 ]
 
 
@@ -348,6 +350,42 @@ def fourier_features(
     scaled = rearrange(pos[..., :, None] * freqs, "... d k -> ... (d k)") * math.pi
     feats = [scaled.sin()] if sine_only else [scaled.sin(), scaled.cos()]
     return torch.cat(([pos] if concat_pos else []) + feats, dim=-1)
+
+
+def frequency_encoding(x: Tensor, num_freqs: int, include_input: bool = True, pi: bool = False,
+                       window: Tensor | None = None) -> Tensor:
+    """NeRF's positional encoding gamma(p) (Mildenhall et al., 2020, eq. 4), in the official code's layout.
+
+    ``gamma(p) = [p, sin(2^0 s p), cos(2^0 s p), ..., sin(2^(L-1) s p), cos(2^(L-1) s p)]`` with ``s = 1``
+    (bmild/nerf: no pi, on purpose for scenes within about +-1.5) or ``s = pi`` (``pi=True``, the paper's eq. 4).
+    ``x``: ``(..., d)``; returns ``(..., d * (include_input + 2L))``: 63 for xyz at L = 10, 27 for directions at
+    L = 4. ``window`` (``(L,)``, Nerfies' coarse-to-fine weights in [0, 1]) scales each frequency's sin and cos; the
+    raw input is never windowed.
+    """
+    _check_frequency_input(x, num_freqs, window)
+    freqs = 2.0 ** torch.arange(num_freqs, dtype=x.dtype, device=x.device)  # (L,)
+    if pi:
+        freqs = freqs * math.pi
+    scaled = x[..., None, :] * freqs[:, None]  # (..., L, d)
+    feats = torch.stack([scaled.sin(), scaled.cos()], dim=-2)  # (..., L, 2, d): sin then cos per frequency
+    if window is not None:
+        feats = feats * window.to(feats.dtype)[:, None, None]
+    feats = feats.flatten(-3)  # (..., 2Ld)
+    return torch.cat([x, feats], dim=-1) if include_input else feats
+
+
+def frequency_encoding_dim(d: int, num_freqs: int, include_input: bool = True) -> int:
+    """Channels of :func:`frequency_encoding`: ``d * (include_input + 2 * num_freqs)``."""
+    return d * (int(include_input) + 2 * num_freqs)
+
+
+def _check_frequency_input(x: Tensor, num_freqs: int, window: Tensor | None) -> None:
+    if not isinstance(x, Tensor) or not x.is_floating_point() or x.ndim < 1:
+        raise ValueError(f"x must be a floating-point (..., d) tensor, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)} of shape {tuple(getattr(x, 'shape', ()))}")
+    _check_int("num_freqs", num_freqs, 0)
+    if window is not None and tuple(window.shape) != (num_freqs,):
+        raise ValueError(f"window must have shape ({num_freqs},) (one weight per frequency), got {tuple(window.shape)}")
 
 
 def _linear_positions(shape: Sequence[int], device=None) -> Tensor:
