@@ -143,3 +143,38 @@ def test_composite_validates():
     assert torch.allclose(out, torch.tensor([[0.6, 0.2, 0.3]]))
     with pytest.raises(ValueError, match="camera_angle_x"):
         data.focal_from_fov(4.0, 100)
+
+
+def _scene(tmp_path, sizes, missing=False):
+    """A made-up Blender folder: one RGBA PNG per size, identity poses."""
+    from PIL import Image
+
+    frames = []
+    (tmp_path / "train").mkdir(parents=True)
+    for i, (w, h) in enumerate(sizes):
+        if not (missing and i == 1):
+            Image.new("RGBA", (w, h), (255, 0, 0, 128)).save(tmp_path / "train" / f"r_{i}.png")
+        frames.append({"file_path": f"./train/r_{i}", "transform_matrix": torch.eye(4).tolist()})
+    (tmp_path / "transforms_train.json").write_text(json.dumps({"camera_angle_x": 0.69, "frames": frames}))
+    return tmp_path
+
+
+def test_blender_folder_of_any_size_and_clear_errors(tmp_path):
+    scene = data.load_blender(_scene(tmp_path / "ok", [(12, 8), (12, 8)]))
+    assert scene.images.shape == (2, 8, 12, 4) and math.isclose(scene.focal, data.focal_from_fov(0.69, 12))
+    with pytest.raises(ValueError, match=r"r_1.png, which does not exist.*paperzoo data verify"):
+        data.load_blender(_scene(tmp_path / "missing", [(12, 8), (12, 8)], missing=True))
+    with pytest.raises(ValueError, match=r"share one size: .*r_1.png is 6x8, the first view 12x8"):
+        data.load_blender(_scene(tmp_path / "mixed", [(12, 8), (6, 8)]))
+    bad = _scene(tmp_path / "bad", [(4, 4)])
+    (bad / "transforms_train.json").write_text("{")
+    with pytest.raises(ValueError, match="damaged"):
+        data.load_blender(bad)
+    with pytest.raises(ValueError, match="unknown Blender-layout set"):
+        data.load_blender("no-such-set")
+
+
+def test_holdout_every_eighth_view():
+    train, held = data.holdout(100)
+    assert held.tolist() == list(range(0, 100, 8)) and len(train) + len(held) == 100
+    assert not set(train.tolist()) & set(held.tolist())

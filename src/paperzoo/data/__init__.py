@@ -11,7 +11,7 @@ from paperzoo.data.cifar import load_cifar10
 from paperzoo.data.download import DownloadError, download_file, fetch
 from paperzoo.data.fsdd import SpokenDigits, load_fsdd, pad_or_crop
 from paperzoo.data.idx import load_fashion_mnist, load_mnist, parse_idx, read_idx
-from paperzoo.data.nerf import NerfScene, composite, focal_from_fov, load_blender, load_tiny_nerf
+from paperzoo.data.nerf import NerfScene, composite, focal_from_fov, holdout, load_blender, load_tiny_nerf
 from paperzoo.data.store import DataNotFoundError, cache_root, data_root, is_present, require, sha256_file, verify
 from paperzoo.data.tensors import ArrayDataset, ImageDataset
 from paperzoo.data.text import (
@@ -30,7 +30,8 @@ from paperzoo.data.text import (
 __all__ = [
     "DATASETS", "ArrayDataset", "DataNotFoundError", "DatasetInfo", "DownloadError", "FileInfo", "ImageDataset",
     "NerfScene", "SpokenDigits", "TextDataset", "cache_root", "composite", "data_root", "download_file", "fetch",
-    "focal_from_fov", "get_info", "is_present", "load_agnews", "load_blender", "load_cifar10", "load_fashion_mnist",
+    "focal_from_fov", "get_info", "holdout", "is_present", "load_agnews", "load_blender", "load_cifar10",
+    "load_fashion_mnist",
     "load_fsdd", "load_imdb", "load_mnist", "load_senteval", "load_sms_spam", "load_sst2", "load_tinyshakespeare",
     "load_tiny_nerf", "load_wikitext2", "load_youtube_spam", "pad_or_crop", "parse_idx", "read_idx", "require",
     "seeded_split", "sha256_file", "verify",

@@ -10,6 +10,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -47,27 +48,59 @@ def focal_from_fov(camera_angle_x: float, width: int) -> float:
     return 0.5 * width / math.tan(0.5 * camera_angle_x)
 
 
-def load_blender(name: str = "nerf-synthetic-lego-200", split: str = "train",
+def load_blender(name: str | os.PathLike = "nerf-synthetic-lego-200", split: str = "train",
                  root: str | os.PathLike | None = None) -> NerfScene:
     """A Blender-layout scene: images float32 (N, H, W, 4) RGBA, poses (N, 4, 4), focal from camera_angle_x.
 
-    The reference copy has only the 'train' split (100 views); hold out train views for evaluation.
+    ``name`` is a registered set (``BLENDER_SETS``) or the path of any folder holding ``transforms_<split>.json``
+    and the PNGs it names (any resolution; all views of one size). The reference copy has only the 'train' split
+    (100 views); hold out train views for evaluation (:func:`holdout`).
     """
-    if name not in BLENDER_SETS:
-        raise ValueError(f"unknown Blender-layout set {name!r}; valid: {BLENDER_SETS}")
-    d = require(name, root=root)
+    if isinstance(name, str) and name in BLENDER_SETS:
+        d = require(name, root=root)
+    elif Path(name).is_dir():
+        d = Path(name)
+    else:
+        raise ValueError(f"unknown Blender-layout set {str(name)!r}; valid: {BLENDER_SETS} or a folder with "
+                         f"transforms_<split>.json")
     splits = tuple(sorted(p.name[len("transforms_"):-len(".json")] for p in d.glob("transforms_*.json")))
     if split not in splits:
-        raise ValueError(f"unknown split {split!r} for {name}; valid: {splits}")
-    meta = json.loads((d / f"transforms_{split}.json").read_text())
+        raise ValueError(f"unknown split {split!r} for {d}; valid: {splits}")
+    meta_path = d / f"transforms_{split}.json"
+    try:
+        meta = json.loads(meta_path.read_text())
+        frames, angle = meta["frames"], float(meta["camera_angle_x"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{meta_path} is damaged or not a Blender transforms file ({e!r}); expected "
+                         f'{{"camera_angle_x": float, "frames": [{{"file_path", "transform_matrix"}}, ...]}}; '
+                         f"re-fetch the set (paperzoo data fetch) or fix the file") from e
     images, poses = [], []
-    for frame in meta["frames"]:
+    for frame in frames:
         path = d / (frame["file_path"].removeprefix("./") + ".png")
+        if not path.is_file():
+            raise ValueError(f"{meta_path.name} names {path}, which does not exist; run `paperzoo data verify` "
+                             f"(or re-fetch the set) or remove the frame from the transforms file")
         with Image.open(path) as im:
             images.append(np.asarray(im.convert("RGBA")))
-        poses.append(np.asarray(frame["transform_matrix"], dtype=np.float32))
+        if images[-1].shape != images[0].shape:
+            raise ValueError(f"views of one scene must share one size: {path} is {images[-1].shape[1]}x"
+                             f"{images[-1].shape[0]}, the first view {images[0].shape[1]}x{images[0].shape[0]}")
+        pose = np.asarray(frame["transform_matrix"], dtype=np.float32)
+        if pose.shape != (4, 4):
+            raise ValueError(f"{meta_path.name}: transform_matrix of {path.name} must be 4x4, got {pose.shape}")
+        poses.append(pose)
     imgs = torch.from_numpy(np.stack(images)).float().div_(255.0)
-    return NerfScene(imgs, torch.from_numpy(np.stack(poses)), focal_from_fov(meta["camera_angle_x"], imgs.shape[2]))
+    return NerfScene(imgs, torch.from_numpy(np.stack(poses)), focal_from_fov(angle, imgs.shape[2]))
+
+
+def holdout(n: int, every: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(train indices, held-out indices)`` of ``n`` views: every ``every``-th view (0, 8, 16, ...) is held out, the
+    LLFF convention of the official code, used here because the shared lego copy has no val/test views."""
+    if n < 2 or every < 2:
+        raise ValueError(f"holdout needs n >= 2 views and every >= 2, got n={n}, every={every}")
+    idx = torch.arange(n)
+    held = idx % every == 0
+    return idx[~held], idx[held]
 
 
 def load_tiny_nerf(root: str | os.PathLike | None = None) -> NerfScene:
