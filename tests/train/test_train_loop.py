@@ -316,3 +316,25 @@ def test_global_batch_must_divide_by_world_size(monkeypatch):
 def test_bf16_autocast_runs():
     model, result = tf.train(TrainConfig(**dict(BASE, steps=2, precision="bf16")))
     assert result["step"] == 2 and math.isfinite(result["loss"]) and model.inp.weight.dtype == torch.float32
+
+
+def test_loss_fn_with_a_step_parameter_gets_the_step_and_it_resumes(tmp_path):
+    seen = []
+
+    def loss_with_step(model, batch, step):
+        seen.append(step)
+        return tf.loss_fn(model, batch)
+
+    def fit(resume):
+        seed_everything(1)
+        cfg = TrainConfig(**dict(BASE, ckpt_every=3))
+        return Trainer(tf.MLP(0.0), cfg, tf.make_data(), loss_with_step, out_dir=tmp_path, progress=False).fit(
+            resume=resume)
+
+    fit(False)
+    assert seen == [1, 2, 3, 4, 5, 6]
+    for _, p in find_checkpoints(tmp_path)[1:]:  # keep the checkpoint at step 3 only
+        p.unlink()
+    seen.clear()
+    fit(True)
+    assert seen == [4, 5, 6]

@@ -21,6 +21,7 @@ rank 0 only. Only rank 0 writes checkpoints, ``metrics.jsonl`` and progress.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import signal
@@ -67,6 +68,14 @@ def _metric_value(name: str, v, where: str) -> float:
     raise ValueError(f"{where}: metric {name!r} must be a number or a one-element tensor, got {type(v).__name__}")
 
 
+def _takes_step(fn: Callable) -> bool:
+    """Whether ``fn`` has a parameter named ``step`` (a schedule inside the loss: crops, annealed windows)."""
+    try:
+        return "step" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # builtins without a signature
+        return False
+
+
 def _unpack_loss(out, step: int) -> tuple[torch.Tensor, dict[str, float]]:
     """``loss_fn`` output -> (scalar loss, metrics); raises ValueError naming what was expected."""
     metrics: Mapping = {}
@@ -100,6 +109,9 @@ def _check_sizes(cfg: TrainConfig, world: int, n: int) -> None:
 
 class Trainer:
     """Trains ``model`` on ``train_set`` with ``loss_fn(model, batch) -> loss | (loss, metrics)``.
+
+    A ``loss_fn`` with a ``step`` parameter is called as ``loss_fn(model, batch, step=step)`` (1-based step being
+    computed), for schedules inside the objective; the step is restored on resume, so they resume exactly.
 
     ``eval_fn(model) -> dict[str, float]`` runs every ``cfg.eval_every`` steps and at the end, under
     ``torch.no_grad()`` and ``model.eval()``, with the RNG states restored afterwards (evaluation never
@@ -139,6 +151,7 @@ class Trainer:
 
         self.cfg = cfg
         self.train_set, self.loss_fn, self.eval_fn, self.collate_fn = train_set, loss_fn, eval_fn, collate_fn
+        self._loss_takes_step = _takes_step(loss_fn)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.progress = progress
         n = len(train_set)
@@ -384,7 +397,9 @@ class Trainer:
             sync = m == cfg.grad_accum - 1 or not info.enabled
             with contextlib.nullcontext() if sync else self.model.no_sync():
                 with amp if amp is not None else contextlib.nullcontext():
-                    loss, metrics = _unpack_loss(self.loss_fn(self.model, batch), step)
+                    out = self.loss_fn(self.model, batch, step=step) if self._loss_takes_step else \
+                        self.loss_fn(self.model, batch)
+                    loss, metrics = _unpack_loss(out, step)
                 weight = len(part) * info.world_size / total  # DDP averages over ranks: this makes a global mean
                 (loss * weight if weight != 1.0 else loss).backward()
             loss_sum += loss.detach().double() * len(part)
