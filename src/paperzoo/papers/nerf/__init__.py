@@ -5,9 +5,10 @@ from paperzoo.registry import Paper, register
 
 from .model import NeRFConfig, NeRFMLP
 from .objective import nerf_loss, psnr
-from .render import get_rays, render_image, render_rays, sample_pdf, stratified_samples
+from .render import NeRF, RenderConfig, get_rays, render_image, render_rays, sample_pdf, stratified_samples
 
-__all__ = ["NeRFConfig", "NeRFMLP", "get_rays", "nerf_loss", "psnr", "render_image", "render_rays", "sample_pdf",
+__all__ = ["NeRF", "NeRFConfig", "NeRFMLP", "RenderConfig", "get_rays", "nerf_loss", "psnr", "render_image",
+           "render_rays", "sample_pdf",
            "stratified_samples"]
 
 register(Paper(
@@ -17,6 +18,7 @@ register(Paper(
     year=2020,
     status="implemented",
     models=("NeRFMLP",),
+    recipes={"nerf": "paperzoo.papers.nerf.recipe:run"},
     claims=(
         "Positional encoding and hierarchical sampling both improve held-out PSNR on the lego scene.",
     ),

@@ -21,9 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-__all__ = ["RenderOutput", "composite", "get_rays", "render_image", "render_rays", "sample_pdf", "stratified_samples"]
+from .model import NeRFConfig, NeRFMLP
+
+__all__ = ["NeRF", "RenderConfig", "RenderOutput", "composite", "get_rays", "render_image", "render_rays", "sample_pdf",
+           "stratified_samples"]
 
 LAST_DELTA = 1e10  # the official code's "infinite" last interval
 
@@ -148,6 +151,48 @@ def render_rays(coarse, fine, rays_o: Tensor, rays_d: Tensor, near: float, far: 
     z_all, _ = torch.sort(torch.cat([z, z_fine.detach()], dim=-1), dim=-1)  # (R, Nc + Nf), no gradient to coarse
     f = _shade(fine if fine is not None else coarse, rays_o, rays_d, z_all, noise_std, white_background, generator)
     return RenderOutput(c.rgb, f.rgb, f.depth, f.acc, f.weights)
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    """How rays are rendered: the scene bounds, the samples per ray and the training-time randomness.
+
+    Blender scenes: near 2, far 6, white background. The paper: 64 coarse + 128 fine samples. ``num_fine=0`` renders
+    with the coarse network alone (the "no hierarchical sampling" ablation).
+    """
+
+    near: float = 2.0
+    far: float = 6.0
+    num_coarse: int = 64
+    num_fine: int = 128
+    noise_std: float = 0.0
+    white_background: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.near < self.far:
+            raise ValueError(f"RenderConfig: expected 0 <= near < far, got near={self.near}, far={self.far}")
+        if self.num_coarse < 2 or self.num_fine < 0:
+            raise ValueError(f"RenderConfig: expected num_coarse >= 2 and num_fine >= 0, got {self.num_coarse}, "
+                             f"{self.num_fine}")
+
+
+class NeRF(nn.Module):
+    """The coarse and fine networks with their renderer: ``forward(rays_o, rays_d) -> RenderOutput``.
+
+    Training mode perturbs the stratified depths and draws the fine ones at random; eval mode is deterministic.
+    """
+
+    def __init__(self, config: NeRFConfig, render: RenderConfig | None = None) -> None:
+        super().__init__()
+        self.config, self.render = config, render or RenderConfig()
+        self.coarse = NeRFMLP(config)
+        self.fine = NeRFMLP(config) if self.render.num_fine > 0 else None
+
+    def forward(self, rays_o: Tensor, rays_d: Tensor) -> RenderOutput:
+        r = self.render
+        return render_rays(self.coarse, self.fine, rays_o, rays_d, r.near, r.far, r.num_coarse, r.num_fine,
+                           perturb=self.training, noise_std=r.noise_std if self.training else 0.0,
+                           white_background=r.white_background)
 
 
 @torch.no_grad()
