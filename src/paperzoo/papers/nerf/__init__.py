@@ -19,6 +19,7 @@ register(Paper(
     status="implemented",
     models=("NeRFMLP",),
     recipes={"nerf": "paperzoo.papers.nerf.recipe:run"},
+    benches={"nerf": "paperzoo.bench.nerf:run"},
     claims=(
         "Positional encoding and hierarchical sampling both improve held-out PSNR on the lego scene.",
     ),
