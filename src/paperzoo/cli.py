@@ -123,6 +123,29 @@ def bench(
 
 
 @app.command()
+def render(
+    name: str = typer.Argument(..., help="Paper whose trained model renders views (e.g. nerf)."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", help="A training checkpoint ckpt-N.pt or its job folder."),
+    out: Path = typer.Option(Path("orbit.mp4"), "--out", help="Video to write: .mp4 or .gif."),
+    frames: int = typer.Option(40, "--frames", min=1, help="Views around the orbit."),
+    side: int = typer.Option(None, "--side", min=8, help="Image side in pixels (default: the training views')."),
+) -> None:
+    """Render an orbit video (and depth maps) from a trained model's checkpoint."""
+    try:
+        p = registry.get(name)
+    except KeyError as e:
+        _fail(str(e.args[0]))
+    if not p.render:
+        valid = ", ".join(q.name for q in registry.papers() if q.render) or "(none)"
+        _fail(f"paper {name!r} has no renderer; papers that render: {valid}")
+    try:
+        path = registry.resolve(p.render)(checkpoint, out, frames=frames, side=side)
+    except (FileNotFoundError, ValueError) as e:
+        _fail(str(e))
+    console.print(f"wrote {path}")
+
+
+@app.command()
 def export(
     model_dir: Path = typer.Argument(..., help="Folder with config.json + model.safetensors of a trained MobileNetV2."),
     out: Path = typer.Option(Path("export"), "--out", help="Output folder."),

@@ -23,8 +23,9 @@ class Paper:
     """One registered paper.
 
     ``recipes`` maps a preset-free recipe name to ``"module:function"``; the function has the
-    signature ``run(preset: str, seeds: int, out: Path | None, resume: bool) -> Path`` and returns
-    its run folder. ``benches`` maps a bench name to ``"module:function"``: a function of no arguments returning
+    signature ``run(preset, seeds, out, resume, progress, workers) -> Path`` (see paperzoo.recipes) and returns
+    its run folder. ``render`` (optional) names the function behind ``paperzoo render NAME``.
+    ``benches`` maps a bench name to ``"module:function"``: a function of no arguments returning
     ``(rows, meta)`` (see :func:`paperzoo.bench.run_bench`).
     """
 
@@ -38,6 +39,7 @@ class Paper:
     benches: dict[str, str] = field(default_factory=dict)
     claims: tuple[str, ...] = ()
     presets: tuple[str, ...] = ()
+    render: str = ""  # "module:function(checkpoint, out, frames, side) -> Path" for `paperzoo render NAME`
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -41,3 +41,31 @@ def test_tiny_run_learns_the_views(tmp_path, monkeypatch):
         assert psnr > best_constant + 2.0, (psnr, best_constant)
     assert "smoke test" in doc["verdict_reason"]
     assert (run_dir / "nerf@24" / "seed-0" / "job.json").is_file() and (run_dir / "psnr_vs_steps.png").is_file()
+
+
+def test_render_an_orbit_from_a_checkpoint(tmp_path, one_thread):
+    from typer.testing import CliRunner
+
+    from paperzoo.cli import app
+    from paperzoo.papers.nerf import NeRF, NeRFConfig, RenderConfig
+    from paperzoo.papers.nerf.recipe import describe
+    from paperzoo.train import TrainConfig, Trainer
+
+    job = tmp_path / "nerf@24" / "seed-0"
+    m, r = NeRFConfig.preset("tiny"), RenderConfig(num_coarse=8, num_fine=8)
+    describe(job, m, r, 24, 33.3)
+    model = NeRF(m, r)
+    o, d = torch.zeros(8, 3), torch.nn.functional.normalize(torch.randn(8, 3), dim=-1)
+    data = torch.utils.data.TensorDataset(o, d, torch.rand(8, 3))
+    from paperzoo.papers.nerf import nerf_loss
+
+    Trainer(model, TrainConfig(steps=1, batch_size=8, eval_every=0, ckpt_every=1, device="cpu"), data,
+            lambda mm, b: nerf_loss(mm(b[0], b[1]), b[2]), out_dir=job, progress=False).fit()
+    res = CliRunner().invoke(app, ["render", "nerf", "--checkpoint", str(job), "--out", str(tmp_path / "o.gif"),
+                                   "--frames", "3", "--side", "12"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "o.gif").stat().st_size > 0 and (tmp_path / "o-depth.gif").stat().st_size > 0
+    bad = CliRunner().invoke(app, ["render", "nerf", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "x.gif")])
+    assert bad.exit_code == 2 and "ckpt-<step>.pt" in bad.output
+    other = CliRunner().invoke(app, ["render", "swin", "--checkpoint", str(job)])
+    assert other.exit_code == 2 and "papers that render: nerf" in other.output

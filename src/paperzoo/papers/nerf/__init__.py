@@ -20,6 +20,7 @@ register(Paper(
     models=("NeRFMLP",),
     recipes={"nerf": "paperzoo.papers.nerf.recipe:run"},
     benches={"nerf": "paperzoo.bench.nerf:run"},
+    render="paperzoo.papers.nerf.recipe:render_checkpoint",
     claims=(
         "Positional encoding and hierarchical sampling both improve held-out PSNR on the lego scene.",
     ),

@@ -136,6 +136,7 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: NerfPreset) 
     held = images[held_idx][:p.eval_views], poses[held_idx][:p.eval_views]
     crop = centre_crop_index(len(train_idx), side, side, p.precrop_frac)
     mcfg, rcfg = variant_configs(p, job.config["variant"])
+    describe(out, mcfg, rcfg, side, focal)
     seed_everything(job.seed)
     model = NeRF(mcfg, rcfg)
 
@@ -150,6 +151,51 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: NerfPreset) 
                       eval_fn=lambda m: evaluate(m, held[0], held[1], focal), out_dir=out, progress=progress)
     fit = trainer.fit(resume=resume)
     return {**fit["eval"], "side": side, "steps": fit["step"], "train_seconds": fit["wall_time_s"]}
+
+
+MODEL_FILE = "nerf.json"
+
+
+def describe(out: Path, model: NeRFConfig, render: RenderConfig, side: int, focal: float) -> Path:
+    """Write ``out/nerf.json``: what :func:`render_checkpoint` needs to rebuild the model of a checkpoint there."""
+    from paperzoo.report.serial import dumps, write_text_atomic
+
+    return write_text_atomic(Path(out) / MODEL_FILE, dumps({"model": dataclasses.asdict(model),
+                                                            "render": dataclasses.asdict(render),
+                                                            "side": side, "focal": focal}))
+
+
+def render_checkpoint(checkpoint: Path, out: Path, frames: int = 40, side: int | None = None) -> Path:
+    """Render an orbit video (``.gif`` or ``.mp4`` by ``out``'s suffix) from a training checkpoint (``ckpt-N.pt``,
+    or a job folder: its newest checkpoint), with depth maps beside it as ``<out>-depth.<suffix>``."""
+    import json
+
+    from paperzoo.train import find_checkpoints, load_checkpoint
+
+    from .views import orbit_poses, write_video
+
+    checkpoint = Path(checkpoint)
+    if checkpoint.is_dir():
+        found = find_checkpoints(checkpoint)
+        if not found:
+            raise ValueError(f"{checkpoint} holds no ckpt-<step>.pt: give a checkpoint file or a NeRF job folder")
+        checkpoint = found[-1][1]
+    desc = checkpoint.parent / MODEL_FILE
+    if not desc.is_file():
+        raise ValueError(f"{desc} is missing: {checkpoint} was not written by `paperzoo reproduce nerf`")
+    meta = json.loads(desc.read_text())
+    model = NeRF(NeRFConfig(**meta["model"]), RenderConfig(**meta["render"]))
+    model.load_state_dict(load_checkpoint(checkpoint)["model"])
+    model.eval()
+    side = side or meta["side"]
+    focal = meta["focal"] * side / meta["side"]
+    views = [render_image(model, side, side, focal, c2w) for c2w in orbit_poses(frames)]
+    out = Path(out)
+    write_video(torch.stack([v["rgb"] for v in views]), out)
+    depth = torch.stack([v["depth"] for v in views])
+    depth = ((depth - model.render.near) / (model.render.far - model.render.near)).clamp(0, 1)
+    write_video(depth[..., None].expand(-1, -1, -1, 3), out.with_name(f"{out.stem}-depth{out.suffix}"))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------- report
