@@ -195,7 +195,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     acc = {k: res.values(k, "test_acc") for k in MODELS}
     scaling = cached(run_dir / "scaling", resume, lambda: time_scaling(p.scaling))
     sl = scaling["slopes"]
-    acc_verdict = Beats().judge(acc["swin"], acc["vit"], "Swin", "ViT test accuracy")
+    acc_verdict = Beats().judge(acc["swin"], acc["vit"], "Swin's test accuracy", "ViT's")
     verdict = smoke(all_of(acc_verdict, AtMost(SWIN_MAX_SLOPE).judge(sl["swin"], "Swin's time slope"),
                            AtLeast(VIT_MIN_SLOPE).judge(sl["vit"], "ViT's time slope")), name)
     plots = [
@@ -216,13 +216,13 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                  "time slopes (log-log vs pixels)": {k: round(v, 3) for k, v in sl.items()},
                  "fwd+bwd seconds by size": {f"{k} {n}x{n}": round(t, 4) for k, ts in scaling["seconds"].items()
                                              for n, t in zip(scaling["sizes"], ts, strict=True)},
-                 "per seed": [f"{r['model']} seed {r['seed']}: test accuracy {r['test_acc']:.4f}, "
-                              f"{r['train_seconds']:.0f} s" for k in MODELS for r in res.of(k)],
+                 "per seed": {f"{r['model']} seed {r['seed']}": f"test accuracy {r['test_acc']:.4f} after "
+                              f"{r['train_seconds']:.0f} s" for k in MODELS for r in res.of(k)},
                  "preset": name, "torch threads": torch.get_num_threads()},
         notes=(f"Scaling models are separate: Swin patch {p.scaling.swin.patch_size} window "
                f"{p.scaling.swin.window_size}, ViT patch {p.scaling.vit.patch_size} (dim {p.scaling.vit.dim}, "
                f"{p.scaling.vit.num_layers} layers); batch 1, train mode, one thread, each (model, size) timed in "
-               "turn; slopes over sizes >= 256. FLOPs and activation memory of the same models: "
+               f"turn; slopes over sizes {scaling['slope_sizes']}. FLOPs and activation memory of the same models: "
                "`python -m paperzoo.bench.swin` (benchmarks/swin.scaling.md). Timing on a shared CPU."),
         plots=plots)
     return run_dir
