@@ -9,6 +9,7 @@ import torch
 from paperzoo.papers.swin import recipe
 from paperzoo.papers.swin.model import SwinConfig, SwinForImageClassification, swin_flops
 from paperzoo.papers.swin.vit import ViT, ViTConfig, vit_flops
+from paperzoo.recipes import AtLeast
 
 
 def test_tiny_run_learns_and_reports(tmp_path, monkeypatch, one_thread):
@@ -52,8 +53,8 @@ def test_matched_presets():
 
 
 def test_at_least_rule():
-    assert recipe.AtLeast(1.6).judge(1.877, "ViT's time slope").verdict == "reproduced"
-    v = recipe.AtLeast(1.6).judge(1.2, "ViT's time slope")
+    assert AtLeast(1.6).judge(1.877, "ViT's time slope").verdict == "reproduced"
+    v = AtLeast(1.6).judge(1.2, "ViT's time slope")
     assert v.verdict == "not reproduced" and v.reason == "ViT's time slope is 1.2, below 1.6"
 
 

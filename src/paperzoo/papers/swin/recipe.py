@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from paperzoo.measure import loglog_slope, time_interleaved
-from paperzoo.recipes import AtMost, Beats, Job, Preset, Verdict, all_of, cached, run_jobs, smoke, start
+from paperzoo.recipes import AtLeast, AtMost, Beats, Job, Preset, all_of, cached, run_jobs, smoke, start
 from paperzoo.report import plot_bars_with_ci, plot_metrics, write_result
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 
@@ -226,15 +226,3 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                "`python -m paperzoo.bench.swin` (benchmarks/swin.scaling.md). Timing on a shared CPU."),
         plots=plots)
     return run_dir
-
-
-@dataclass(frozen=True)
-class AtLeast:
-    """Claim: a single measured value is at least ``limit`` (the mirror of :class:`paperzoo.recipes.AtMost`)."""
-
-    limit: float
-
-    def judge(self, value: float, name: str = "value") -> Verdict:
-        ok = value >= self.limit
-        return Verdict("reproduced" if ok else "not reproduced",
-                       f"{name} is {value:.4g}, {'at least' if ok else 'below'} {self.limit:.4g}")
