@@ -10,8 +10,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_rows_and_parity_at_toy_sizes():
-    rows, meta = run(configs=(("2-2", 2, 16), ("1-1-1", 2, 24)), repeats=1, warmup=0, d_model=32, n_head=2,
-                     d_head=16, d_ff=64, vocab=100, peak=100.0)
+    rows, meta = run(configs=(("2-2", 2, 16), ("1-1-1", 2, 24)), repeats=1, warmup=0, dim=32, num_heads=2,
+                     head_dim=16, ffn_dim=64, vocab=100, peak=100.0)
     assert [r.name for r in rows[:4]] == [
         "funnel FunnelModel 2-2 + 2 dec fwd", "funnel FunnelModel 2-2 + 2 dec fwd+bwd",
         "funnel FunnelBaseModel 2-2 fwd", "funnel FunnelBaseModel 2-2 fwd+bwd"]
@@ -30,8 +30,8 @@ def test_rows_and_parity_at_toy_sizes():
 
 
 def test_pair_is_in_train_mode_without_dropout_and_inputs_are_padded():
-    hf, ours = build_pair("1-1", "FunnelBaseModel", d_model=32, n_head=2, d_head=16, d_ff=64, vocab=100)
-    assert hf.training and ours.training and ours.cfg.dropout == ours.cfg.attention_dropout == 0.0
+    hf, ours = build_pair("1-1", "FunnelBaseModel", dim=32, num_heads=2, head_dim=16, ffn_dim=64, vocab=100)
+    assert hf.training and ours.training and ours.config.dropout == ours.config.attn_dropout == 0.0
     x = inputs(4, 20, 100)
     assert x["attention_mask"][0].all() and not x["attention_mask"].all()
     assert set(x["token_type_ids"].unique().tolist()) == {0, 1}

@@ -1,6 +1,6 @@
 """``paperzoo bench funnel``: our Funnel vs Hugging Face ``FunnelModel`` / ``FunnelBaseModel`` with the same weights.
 
-Configs (the issue's): d_model 256, 4 heads x 64, FFN 1024, vocabulary 30522, ``rel_shift`` attention, and
+Configs: dim 256, 4 heads x 64, FFN 1024, vocabulary 30522, ``rel_shift`` attention, and
 
 * blocks 2-2 (+ 2 decoder layers for ``FunnelModel``) at batch 8 x seq 128;
 * blocks 4-4-4 (+ 2 decoder layers) at batch 8 x seq 512.
@@ -25,14 +25,14 @@ from paperzoo.measure import count_flops, machine_peak_gflops, profile_tables, t
 
 __all__ = ["CONFIGS", "build_pair", "inputs", "run", "profile_funnel"]
 
-D_MODEL, N_HEAD, D_HEAD, D_FF, VOCAB = 256, 4, 64, 1024, 30522
+DIM, NUM_HEADS, HEAD_DIM, FFN_DIM, VOCAB = 256, 4, 64, 1024, 30522
 # (blocks, batch, seq)
 CONFIGS: tuple[tuple[str, int, int], ...] = (("2-2", 8, 128), ("4-4-4", 8, 512))
 MODELS = ("FunnelModel", "FunnelBaseModel")
 
 
-def build_pair(blocks: str = "2-2", hf_class: str = "FunnelModel", d_model: int = D_MODEL, n_head: int = N_HEAD,
-               d_head: int = D_HEAD, d_ff: int = D_FF, vocab: int = VOCAB, num_decoder_layers: int = 2,
+def build_pair(blocks: str = "2-2", hf_class: str = "FunnelModel", dim: int = DIM, num_heads: int = NUM_HEADS,
+               head_dim: int = HEAD_DIM, ffn_dim: int = FFN_DIM, vocab: int = VOCAB, num_decoder_layers: int = 2,
                seed: int = 0):
     """(HF ``hf_class`` from a random config, our converted model), both in train mode with all dropout 0."""
     import transformers
@@ -41,8 +41,8 @@ def build_pair(blocks: str = "2-2", hf_class: str = "FunnelModel", d_model: int 
     from paperzoo.papers.funnel.hf import config_to_hf
     from paperzoo.papers.funnel.model import FunnelConfig
 
-    cfg = FunnelConfig(vocab_size=vocab, blocks=blocks, d_model=d_model, n_head=n_head, d_head=d_head, d_ff=d_ff,
-                       num_decoder_layers=num_decoder_layers, dropout=0.0, attention_dropout=0.0,
+    cfg = FunnelConfig(vocab_size=vocab, blocks=blocks, dim=dim, num_heads=num_heads, head_dim=head_dim,
+                       ffn_dim=ffn_dim, num_decoder_layers=num_decoder_layers, dropout=0.0, attn_dropout=0.0,
                        activation_dropout=0.0)
     torch.manual_seed(seed)
     hf = getattr(transformers, hf_class)(config_to_hf(cfg)).train()
@@ -102,8 +102,8 @@ def _check(hf, ours, batch_inputs: dict[str, torch.Tensor]) -> dict[str, float]:
 
 
 def run(configs: tuple[tuple[str, int, int], ...] = CONFIGS, models: tuple[str, ...] = MODELS,
-        repeats: int | None = None, warmup: int = 2, d_model: int = D_MODEL, n_head: int = N_HEAD,
-        d_head: int = D_HEAD, d_ff: int = D_FF, vocab: int = VOCAB, peak: float | None = None
+        repeats: int | None = None, warmup: int = 2, dim: int = DIM, num_heads: int = NUM_HEADS,
+        head_dim: int = HEAD_DIM, ffn_dim: int = FFN_DIM, vocab: int = VOCAB, peak: float | None = None
         ) -> tuple[list[BenchResult], dict[str, Any]]:
     """Run the benchmark; ``repeats`` (default env ``PAPERZOO_BENCH_REPEATS`` or 10) interleaved timed calls per row.
 
@@ -114,13 +114,13 @@ def run(configs: tuple[tuple[str, int, int], ...] = CONFIGS, models: tuple[str, 
     for blocks, batch, seq in configs:
         x = inputs(batch, seq, vocab)
         for hf_class in models:
-            hf, ours = build_pair(blocks, hf_class, d_model, n_head, d_head, d_ff, vocab)
+            hf, ours = build_pair(blocks, hf_class, dim, num_heads, head_dim, ffn_dim, vocab)
             label = f"{hf_class} {blocks}{' + 2 dec' if hf_class == 'FunnelModel' else ''}"
             checks[f"{label} seq {seq}"] = _check(hf, ours, x)
             f_ours, f_hf, s_ours, s_hf = _fns(hf, ours, x)
             # forward FLOPs counted with autograd on (the counter's module hooks need it); timed under no_grad
             flops = {"fwd": count_flops(lambda m=ours, x=x: m(**x).last_hidden_state), "fwd+bwd": count_flops(s_ours)}
-            case = f"batch {batch} x seq {seq}, d {d_model}"
+            case = f"batch {batch} x seq {seq}, d {dim}"
             for mode, fo, fh in (("fwd", f_ours, f_hf), ("fwd+bwd", s_ours, s_hf)):
                 stats = time_interleaved({"ours": fo, "transformers": fh}, warmup=warmup, repeats=repeats)
                 rows.append(BenchResult.from_stats(f"funnel {label} {mode}", case, stats, flops=flops[mode],
@@ -129,7 +129,7 @@ def run(configs: tuple[tuple[str, int, int], ...] = CONFIGS, models: tuple[str, 
     meta = {
         "peak_gflops": peak,
         "threads": torch.get_num_threads(),
-        "config": {"d_model": d_model, "n_head": n_head, "d_head": d_head, "d_ff": d_ff, "vocab": vocab,
+        "config": {"dim": dim, "num_heads": num_heads, "head_dim": head_dim, "ffn_dim": ffn_dim, "vocab": vocab,
                    "attention_type": "rel_shift", "dropout": 0.0, "mode": "train",
                    "configs": [{"blocks": b, "batch": n, "seq": s} for b, n, s in configs]},
         "repeats": repeats,

@@ -42,7 +42,7 @@ def funnel_lr_groups(model: FunnelClassifier, lr: float, layer_decay: float = 0.
         raise ValueError(f"funnel_lr_groups expects a FunnelClassifier, got {type(model).__name__}")
     if not 0.0 < layer_decay <= 1.0:
         raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
-    sizes = model.cfg.block_sizes
+    sizes = model.config.block_sizes
     offsets = [sum(sizes[:b]) for b in range(len(sizes))]
     n = sum(sizes)
     skip = no_decay_names(model)

@@ -52,15 +52,15 @@ def build_pretrainer(cfg: FunnelConfig, generator_size: float = 0.25, generator_
     depth = generator_depth or sum(cfg.block_sizes)
     if depth < 1:
         raise ValueError(f"generator_depth must be >= 1, got {generator_depth}")
-    ecfg = ElectraConfig(vocab_size=cfg.vocab_size, embedding_dim=cfg.d_model, dim=cfg.d_model, depth=depth,
-                         num_heads=cfg.n_head, ffn_dim=cfg.d_ff, max_len=max_len, dropout=cfg.dropout,
-                         attn_dropout=cfg.attention_dropout, pad_token_id=cfg.pad_token_id or 0,
+    ecfg = ElectraConfig(vocab_size=cfg.vocab_size, embedding_dim=cfg.dim, dim=cfg.dim, depth=depth,
+                         num_heads=cfg.num_heads, ffn_dim=cfg.ffn_dim, max_len=max_len, dropout=cfg.dropout,
+                         attn_dropout=cfg.attn_dropout, pad_token_id=cfg.pad_token_id or 0,
                          generator_size=generator_size)
     disc = FunnelBase(cfg) if is_standard(cfg) else FunnelModel(cfg)
     gen = ElectraGenerator(ecfg.generator_config())
     if tie_embeddings:  # the only table Funnel has: word embeddings (no absolute positions, no type table)
         gen.body.embeddings.word = disc.embeddings.word_embeddings
-    return ElectraPretrainer(gen, disc, objective or ObjectiveConfig(), dim=cfg.d_model, activation="gelu")
+    return ElectraPretrainer(gen, disc, objective or ObjectiveConfig(), dim=cfg.dim, activation="gelu")
 
 
 def base_from_pretrained(pretrainer: ElectraPretrainer) -> FunnelBase:
@@ -69,7 +69,7 @@ def base_from_pretrained(pretrainer: ElectraPretrainer) -> FunnelBase:
     if not isinstance(disc, FunnelModel | FunnelBase):
         raise ValueError("expected a pretrainer whose discriminator is a FunnelModel or FunnelBase, got "
                          f"{type(disc).__name__}")
-    base = FunnelBase(disc.cfg)
+    base = FunnelBase(disc.config)
     base.embeddings.load_state_dict(disc.embeddings.state_dict())
     base.encoder.load_state_dict(disc.encoder.state_dict())
     return base
@@ -78,6 +78,6 @@ def base_from_pretrained(pretrainer: ElectraPretrainer) -> FunnelBase:
 def classifier_from_pretrained(pretrainer: ElectraPretrainer, num_labels: int) -> FunnelClassifier:
     """A :class:`FunnelClassifier` (fresh head) on the pretrained encoder, for fine-tuning."""
     base = base_from_pretrained(pretrainer)
-    clf = FunnelClassifier(replace(base.cfg, num_labels=num_labels))
+    clf = FunnelClassifier(replace(base.config, num_labels=num_labels))
     clf.funnel.load_state_dict(base.state_dict())
     return clf

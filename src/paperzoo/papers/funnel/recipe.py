@@ -104,8 +104,8 @@ PRETRAIN_LR = 2e-4
 PRESETS: dict[str, Preset] = {
     # the smoke test: well under a minute on one thread; asserts learning, not quality
     "tiny": Preset(
-        funnel=_funnel(blocks="1-1", d_model=32, n_head=2, d_head=16, d_ff=64, num_decoder_layers=1, dropout=0.0,
-                       attention_dropout=0.0),
+        funnel=_funnel(blocks="1-1", dim=32, num_heads=2, head_dim=16, ffn_dim=64, num_decoder_layers=1, dropout=0.0,
+                       attn_dropout=0.0),
         pretrain=TrainConfig(steps=40, batch_size=16, lr=2e-3, warmup_steps=4, schedule="linear", weight_decay=0.01,
                              eval_every=20, ckpt_every=20, log_every=10, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, max_steps=4, batch_size=16, max_len=32, max_train=64, max_test=64),
@@ -115,14 +115,14 @@ PRESETS: dict[str, Preset] = {
     # (+2 decoder layers) vs a standard Transformer (depth matched: 4) at d 128 -- the paper's B6-6-6 vs L12 at a third
     # of the depth. Pretraining FLOPs per step (batch 32 x 128): Funnel ~41.6 G, standard ~32.2 G (~1550 steps).
     "small": Preset(
-        funnel=_funnel(blocks="2-2-2", d_model=128, n_head=2, d_head=64, d_ff=512),
+        funnel=_funnel(blocks="2-2-2", dim=128, num_heads=2, head_dim=64, ffn_dim=512),
         pretrain=TrainConfig(steps=1200, batch_size=32, lr=PRETRAIN_LR, warmup_steps=120, schedule="linear",
                              weight_decay=0.01, eval_every=400, ckpt_every=200, log_every=20, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=300, batch_size=32, max_len=64, max_train=6000),
         generator_depth=4, vocab_size=8000, seq_len=128, docs=None, seeds=3),
     # paper-like: B6-6-6 (+2 decoder layers) at d 768 vs L12-like, ELECTRA-Base-ish pretraining; a GPU machine
     "full": Preset(
-        funnel=_funnel(blocks="6-6-6", d_model=768, n_head=12, d_head=64, d_ff=3072),
+        funnel=_funnel(blocks="6-6-6", dim=768, num_heads=12, head_dim=64, ffn_dim=3072),
         pretrain=TrainConfig(steps=100_000, batch_size=128, lr=2e-4, warmup_steps=10_000, schedule="linear",
                              weight_decay=0.01, eval_every=5000, ckpt_every=2000, log_every=100, device="auto"),
         finetune=FinetuneConfig(lr=1e-4, epochs=3.0, batch_size=32, max_len=128),
@@ -168,7 +168,7 @@ def flop_table(d_model: int = 768, n_head: int = 12, d_head: int = 64, d_ff: int
     """Measured forward FLOPs per token (GFLOP) of Funnel layouts (``"B6-6-6"``, ``"+dec"``: with the 2-layer
     decoder) and standard encoders (``"L12"``) of one width, at each length: rows ``{model, seq, gflop_per_token,
     vs_L12}`` (``vs_L12``: ratio to the L12 row at that length when it is in ``layouts``)."""
-    base = FunnelConfig(d_model=d_model, n_head=n_head, d_head=d_head, d_ff=d_ff, num_decoder_layers=2)
+    base = FunnelConfig(dim=d_model, num_heads=n_head, head_dim=d_head, ffn_dim=d_ff, num_decoder_layers=2)
     rows = []
     for t in seq_lens:
         f = {}
