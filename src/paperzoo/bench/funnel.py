@@ -11,19 +11,25 @@ it (same weights). Both are in training mode with every dropout 0 (so backward i
 two sides compute the same function); the inputs carry padding (rows of random length) and token types.
 Forward+backward includes ``zero_grad`` and the backward of a fixed random output gradient, the 30522-row embedding
 gradient included. ``ratio = HF time / our time``.
+
+``paperzoo bench funnel-costs`` (:func:`costs`) measures what the reproduction (``paperzoo reproduce funnel``)
+compares, at one of its presets: the Funnel and its FLOP-matched standard Transformer, ms per ELECTRA pretraining
+step and per fine-tuning step (interleaved; ``ratio = standard time / Funnel time``), the bytes autograd saves for
+backward, parameters; and, in the meta, the paper-scale FLOP table (:func:`flop_table`: B6-6-6 vs L8/L11/L12 at d 768).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import count_flops, machine_peak_gflops, profile_tables, time_interleaved
+from paperzoo.measure import activation_bytes, count_flops, machine_peak_gflops, profile_tables, time_interleaved
 
-__all__ = ["CONFIGS", "build_pair", "inputs", "run", "profile_funnel"]
+__all__ = ["CONFIGS", "build_pair", "inputs", "run", "profile_funnel", "flop_table", "costs"]
 
 DIM, NUM_HEADS, HEAD_DIM, FFN_DIM, VOCAB = 256, 4, 64, 1024, 30522
 # (blocks, batch, seq)
@@ -150,6 +156,109 @@ def profile_funnel(blocks: str = "2-2", hf_class: str = "FunnelModel", batch: in
     _, _, s_ours, s_hf = _fns(hf, ours, inputs(batch, seq, VOCAB))
     return profile_tables({"ours": s_ours, "transformers": s_hf}, f"{hf_class} {blocks}, batch {batch} x seq {seq}, "
                           "fwd+bwd", steps, row_limit)
+
+
+# ---------------------------------------------------------------------------------- the reproduction's costs
+PAPER_LAYOUTS = ("B6-6-6", "B6-6-6+dec", "B6-3x2-3x2", "B4-4-4", "L8", "L11", "L12")
+
+
+def flop_table(dim: int = 768, num_heads: int = 12, head_dim: int = 64, ffn_dim: int = 3072,
+               seq_lens: tuple[int, ...] = (128, 512), layouts: tuple[str, ...] = PAPER_LAYOUTS
+               ) -> list[dict[str, Any]]:
+    """Measured forward FLOPs per token (GFLOP) of Funnel layouts (``"B6-6-6"``; ``"+dec"``: with the 2-layer
+    decoder) and standard encoders (``"L12"``) of one width, at each length: rows ``{model, seq, gflop_per_token,
+    vs_L12}`` (``vs_L12``: the ratio to the L12 row at that length, when it is in ``layouts``)."""
+    from paperzoo.papers.funnel.model import FunnelConfig
+    from paperzoo.papers.funnel.pretrain import standard_config
+    from paperzoo.papers.funnel.recipe import forward_flops_per_token
+
+    base = FunnelConfig(dim=dim, num_heads=num_heads, head_dim=head_dim, ffn_dim=ffn_dim, num_decoder_layers=2)
+
+    def flops(name: str, t: int) -> float:
+        if name.startswith("L"):
+            return forward_flops_per_token(standard_config(base, int(name[1:])), t)
+        blocks = name[1:].removesuffix("+dec")
+        return forward_flops_per_token(replace(base, blocks=blocks), t, decoder=name.endswith("+dec"))
+
+    rows = []
+    for t in seq_lens:
+        f = {name: flops(name, t) for name in layouts}
+        rows += [{"model": k, "seq": t, "gflop_per_token": v / 1e9, "vs_L12": v / f["L12"] if "L12" in f else None}
+                 for k, v in f.items()]
+    return rows
+
+
+def costs(preset: str = "small", repeats: int = 5, warmup: int = 1, paper_table: bool = True
+          ) -> tuple[list[BenchResult], dict[str, Any]]:
+    """The reproduction's Funnel ("ours") and its FLOP-matched standard Transformer (the peer) at recipe preset
+    ``preset``, freshly initialised on the CPU: one ELECTRA pretraining step (generator, discriminator, heads;
+    forward and backward) on a (batch, seq_len) batch, and one fine-tuning step of the classifier on a padded
+    (batch, max_len) batch. Rows carry the measured FLOPs of both sides, the bytes autograd saves for backward
+    (:func:`paperzoo.measure.activation_bytes`) and the encoder parameters. Random token ids stand in for the
+    trained vocabulary (the costs depend on shapes only)."""
+    from paperzoo.papers.electra.objective import pretrain_step_flops
+    from paperzoo.papers.funnel.model import FunnelClassifier
+    from paperzoo.papers.funnel.pretrain import build_pretrainer, standard_config
+    from paperzoo.papers.funnel.recipe import PRESETS, matched_depth
+
+    p = PRESETS[preset]
+    depth, _ = matched_depth(p.model, tuple(sorted({p.seq_len, p.finetune.max_len})))
+    cfgs = {"funnel": p.model, "standard": standard_config(p.model, depth)}
+    # the ids paperzoo's WordPiece vocabularies give [PAD], [CLS], [SEP], [MASK]
+    objective = replace(p.objective, mask_token_id=4, special_ids=(0, 2, 3, 4))
+    b, vocab = p.train.batch_size, p.model.vocab_size
+    ids = torch.randint(5, vocab, (b, p.seq_len), generator=torch.Generator().manual_seed(0))
+    ids[:, 0], ids[:, -1] = 2, 3
+    mask = torch.ones_like(ids)
+    ft = inputs(p.finetune.batch_size, p.finetune.max_len, vocab)
+    ft = {"input_ids": ft["input_ids"], "attention_mask": ft["attention_mask"],
+          "labels": torch.arange(p.finetune.batch_size) % 2}
+    pre, fine, extra = {}, {}, {}
+    for arch, cfg in cfgs.items():
+        torch.manual_seed(0)
+        pt = build_pretrainer(cfg, p.generator_size, p.generator_depth, max_len=p.seq_len, objective=objective)
+        clf = FunnelClassifier(replace(cfg, num_labels=2)).train()
+        masked = pt.train().mask(ids, mask, torch.Generator().manual_seed(0))
+
+        def pre_fwd(pt=pt, masked=masked):
+            return pt(ids, mask, masked=masked, noise_generator=torch.Generator().manual_seed(0)).loss
+
+        def pre_step(pt=pt, fwd=pre_fwd):
+            pt.zero_grad(set_to_none=True)
+            fwd().backward()
+
+        def ft_step(clf=clf):
+            clf.zero_grad(set_to_none=True)
+            clf(**ft).loss.backward()
+
+        pre[arch], fine[arch] = pre_step, ft_step
+        extra[arch] = {"pretrain_flops": pretrain_step_flops(pt, {"input_ids": ids, "attention_mask": mask}),
+                       "finetune_flops": count_flops(ft_step),
+                       "pretrain_activation_MiB": activation_bytes(pre_fwd) / 2**20,
+                       "finetune_activation_MiB": activation_bytes(lambda clf=clf: clf(**ft).loss) / 2**20,
+                       "encoder_params_M": sum(q.numel() for q in clf.funnel.parameters()) / 1e6}
+    rows = []
+    for step, fns, case in (("pretrain", pre, f"batch {b} x seq {p.seq_len}"),
+                            ("finetune", fine, f"batch {p.finetune.batch_size} x seq {p.finetune.max_len}")):
+        stats = time_interleaved(fns, warmup=warmup, repeats=repeats)
+        rows.append(BenchResult.from_stats(
+            f"funnel {p.model.blocks} vs L{depth} {step} step", f"{case}, d {p.model.dim}", stats,
+            flops=extra["funnel"][f"{step}_flops"], peer_flops=extra["standard"][f"{step}_flops"],
+            ours_activation_MiB=extra["funnel"][f"{step}_activation_MiB"],
+            peer_activation_MiB=extra["standard"][f"{step}_activation_MiB"],
+            ours_encoder_params_M=extra["funnel"]["encoder_params_M"],
+            peer_encoder_params_M=extra["standard"]["encoder_params_M"]))
+    table = flop_table() if paper_table else []
+    meta = {"preset": preset, "standard_depth": depth, "threads": torch.get_num_threads(), "repeats": repeats,
+            "configs": {a: c for a, c in cfgs.items()}, "paper_flop_table": table,
+            "notes": ("Ours: the reproduction's Funnel; peer: its FLOP-matched standard Transformer (same code, one "
+                      "block, no pooling, no decoder), both freshly initialised, training mode. Pretraining step: "
+                      "ELECTRA's generator + discriminator + heads, forward and backward, fixed masking; fine-tuning "
+                      "step: the classifier on padded rows. Paper-scale forward GFLOP/token (d 768; +dec: with the "
+                      "2-layer decoder): " + "; ".join(f"{r['model']} at {r['seq']}: {r['gflop_per_token']:.4f} "
+                                                       f"({r['vs_L12']:.2f}x L12)" for r in table))}
+    return rows, meta
+
 
 if __name__ == "__main__":
     import sys

@@ -353,6 +353,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     details = {
         "preset": name, "vocab_size": p.model.vocab_size, "pretraining examples": len(train),
         "standard depth": depth, "pretraining budget": p.budget, "pretraining steps": steps,
+        "pretraining FLOPs per step": step_flops,
         "measured FLOPs and parameters": _flop_costs(cfgs, lens, p, step_flops, steps),
         "per-task Funnel - standard": {t: {"difference": c.diff, "CI low": c.lo, "CI high": c.hi,
                                            "verdict": c.verdict} for t, c in per_task.items()},
