@@ -40,8 +40,7 @@ _RENAME = {"vocab_size": "vocab_size", "d_model": "dim", "n_head": "num_heads", 
 
 def config_from_hf(hc: Any) -> FunnelConfig:
     """Our :class:`FunnelConfig` from a ``transformers.FunnelConfig``."""
-    if hc.hidden_act not in ("gelu_new", "gelu", "relu"):
-        raise ValueError(f"hidden_act must be 'gelu_new', 'gelu' or 'relu' to convert, got {hc.hidden_act!r}")
+    _check_activation(hc.hidden_act)
     blocks = "-".join(f"{n}x{r}" if r != 1 else str(n) for n, r in zip(hc.block_sizes, hc.block_repeats, strict=True))
     return FunnelConfig(blocks=blocks, attention_type=_ATTN[hc.attention_type],
                         **{ours: getattr(hc, theirs) for theirs, ours in _RENAME.items()})
@@ -61,8 +60,7 @@ def funnel_from_hf(hf_model: Any) -> nn.Module:
     """The paperzoo model for a ``transformers`` Funnel model (one of the three classes), same weights, device,
     dtype and mode."""
     name = next((c.__name__ for c in type(hf_model).__mro__ if c.__name__ in _OURS), None)
-    if name is None:
-        raise ValueError(f"expected one of transformers.{', '.join(_OURS)}, got {type(hf_model).__name__}")
+    _check_hf_class(name, hf_model)
     ours = _OURS[name](config_from_hf(hf_model.config))
     param = next(hf_model.parameters())
     ours = ours.to(device=param.device, dtype=param.dtype)
@@ -74,8 +72,7 @@ def funnel_to_hf(model: nn.Module) -> Any:
     """The ``transformers`` model (class per ``model.hf_class``) with ``model``'s weights, device, dtype and mode."""
     import transformers
 
-    if not isinstance(model, tuple(_OURS.values())):
-        raise ValueError(f"expected a FunnelModel, FunnelBase or FunnelClassifier, got {type(model).__name__}")
+    _check_ours(model)
     hf = getattr(transformers, model.hf_class)(config_to_hf(model.config))
     param = next(model.parameters())
     hf = hf.to(device=param.device, dtype=param.dtype)
@@ -85,3 +82,19 @@ def funnel_to_hf(model: nn.Module) -> Any:
 
 for _name, _cls in _OURS.items():
     register_converter(_name, _cls, funnel_from_hf, funnel_to_hf)
+
+
+# -------------------------------------------------------------------------------------------------------- checks
+def _check_activation(act: str) -> None:
+    if act not in ("gelu_new", "gelu", "relu"):
+        raise ValueError(f"hidden_act must be 'gelu_new', 'gelu' or 'relu' to convert, got {act!r}")
+
+
+def _check_hf_class(name: str | None, hf_model: Any) -> None:
+    if name is None:
+        raise ValueError(f"expected one of transformers.{', '.join(_OURS)}, got {type(hf_model).__name__}")
+
+
+def _check_ours(model: nn.Module) -> None:
+    if not isinstance(model, tuple(_OURS.values())):
+        raise ValueError(f"expected a FunnelModel, FunnelBase or FunnelClassifier, got {type(model).__name__}")
