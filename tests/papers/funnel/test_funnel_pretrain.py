@@ -9,7 +9,7 @@ from paperzoo.papers.funnel.pretrain import build_pretrainer, classifier_from_pr
 
 def test_electra_pretraining_learns_and_transfers():
     torch.manual_seed(0)
-    cfg = FunnelConfig.preset("tiny", blocks="1-1", dropout=0.0, attention_dropout=0.0, vocab_size=60)
+    cfg = FunnelConfig.preset("tiny", blocks="1-1", dropout=0.0, attn_dropout=0.0, vocab_size=60)
     model = build_pretrainer(cfg, generator_size=0.5, max_len=32)
     assert isinstance(model.discriminator, FunnelModel)
     assert model.generator.body.embeddings.word is model.discriminator.embeddings.word_embeddings
