@@ -266,10 +266,11 @@ def _details(p: SwitchPreset, res: Results, main: list[str]) -> dict[str, Any]:
     first = {v: res[v, 0] for v in res.variants}
     e = p.ablation_experts
     return {
-        "models (seed 0 parameters)": {v: {"parameters": first[v]["params"], "per token": first[v]["params_per_token"],
-                                            "wall-clock speedup to dense final ppl (per seed)":
-                                                [wall(v, s) for s in res.seeds(v)] if v in main else None}
-                                       for v in ["dense", *main]},
+        "models (parameters of seed 0)": {
+            v: {"parameters": first[v]["params"], "per token": first[v]["params_per_token"],
+                "wall-clock speedup to dense final ppl (per seed)": [wall(v, s) for s in res.seeds(v)] if v in main
+                else None}
+            for v in ["dense", *main]},
         "wall-clock s per run (seed 0)": {v: round(r["wall_time_s"], 1) for v, r in first.items()},
         "capacity-factor sweep (seed 0)": {v: {"eval fraction dropped": r["fraction_dropped"],
                                                "train fraction dropped": r["train_fraction_dropped"],
