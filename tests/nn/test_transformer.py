@@ -92,9 +92,10 @@ def test_pluggable_ffn_with_aux():
 
 def test_moe_ffn_gets_the_padding_mask():
     """Padding takes no expert capacity: with binding capacity, padded tokens' content cannot change real outputs."""
-    from paperzoo.papers.switch.moe import SwitchMoE
+    from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 
-    blk = TransformerBlock(CFG, ffn=SwitchMoE(32, 64, 2, capacity=3, jitter_eps=0.0)).train()
+    moe = SwitchMoE(SwitchMoEConfig(dim=32, ffn_dim=64, num_experts=2, capacity=3, jitter_eps=0.0))
+    blk = TransformerBlock(CFG, ffn=moe).train()
     x = torch.randn(2, 8, 32)
     keep = torch.ones(2, 8, dtype=torch.bool)
     keep[:, :4] = False  # padding first: without the mask it would win the capacity by position priority
