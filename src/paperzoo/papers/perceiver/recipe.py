@@ -50,8 +50,8 @@ class TaskSpec:
 
     perceiver: PerceiverConfig
     baseline_patch: int  # image patch side, or audio frame length in samples
-    baseline_depth: int = 4
-    baseline_heads: int = 4
+    baseline_num_layers: int = 4
+    baseline_num_heads: int = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,9 +84,9 @@ PRESETS = {
     }, train=TrainConfig(steps=800, batch_size=64, lr=1e-3, weight_decay=0.05, warmup_steps=60, schedule="cosine",
                          eval_every=400, ckpt_every=200, log_every=20)),
     "tiny": PerceiverPreset(seeds=2, subset=1024, test_subset=500, model={
-        "fashion": TaskSpec(_perceiver("fashion", "tiny"), 7, baseline_depth=1, baseline_heads=2),
-        "cifar10": TaskSpec(_perceiver("cifar10", "tiny"), 8, baseline_depth=1, baseline_heads=2),
-        "fsdd": TaskSpec(_perceiver("fsdd", "tiny", audio_patch=40), 200, baseline_depth=1, baseline_heads=2),
+        "fashion": TaskSpec(_perceiver("fashion", "tiny"), 7, baseline_num_layers=1, baseline_num_heads=2),
+        "cifar10": TaskSpec(_perceiver("cifar10", "tiny"), 8, baseline_num_layers=1, baseline_num_heads=2),
+        "fsdd": TaskSpec(_perceiver("fsdd", "tiny", audio_patch=40), 200, baseline_num_layers=1, baseline_num_heads=2),
     }, train=TrainConfig(steps=40, batch_size=32, lr=3e-3, warmup_steps=4, eval_every=0, ckpt_every=20,
                          log_every=5)),
 }
@@ -96,12 +96,13 @@ class TransformerBaseline(nn.Module):
     """ViT-style baseline: patches/frames (no convolution: flattened values) -> Linear -> learned positions ->
     pre-norm transformer -> mean pool -> LayerNorm -> Linear. Input as the Perceiver's adapter takes it."""
 
-    def __init__(self, tokenizer: nn.Module, num_tokens: int, dim: int, depth: int, heads: int, num_classes: int = 10):
+    def __init__(self, tokenizer: nn.Module, num_tokens: int, dim: int, num_layers: int, num_heads: int,
+                 num_classes: int = 10):
         super().__init__()
         self.tokenizer = tokenizer
         self.embed = nn.Linear(tokenizer.out_dim, dim)
-        self.encoder = TransformerEncoder(TransformerConfig(dim=dim, depth=depth, num_heads=heads, ffn_dim=4 * dim,
-                                                            position="learned", max_len=num_tokens))
+        self.encoder = TransformerEncoder(TransformerConfig(dim=dim, depth=num_layers, num_heads=num_heads,
+                                                            ffn_dim=4 * dim, position="learned", max_len=num_tokens))
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -121,9 +122,9 @@ def build_baseline(cfg: PerceiverConfig, spec: TaskSpec, target_params: int) -> 
         else:
             tok = PatchAdapter(cfg.input_shape, spec.baseline_patch, position="none")
         n = tok.grid[0] * (tok.grid[1] if len(tok.grid) > 1 else 1)
-        return TransformerBaseline(tok, n, dim, spec.baseline_depth, spec.baseline_heads, cfg.num_classes)
+        return TransformerBaseline(tok, n, dim, spec.baseline_num_layers, spec.baseline_num_heads, cfg.num_classes)
 
-    step = 2 * spec.baseline_heads
+    step = 2 * spec.baseline_num_heads
     lo, hi = 1, 1024 // step  # the count grows with the width: bisect on width / step
     while lo < hi:
         mid = (lo + hi) // 2
