@@ -255,8 +255,10 @@ class InvertedResidual(nn.Module):
         return self.project(self.depthwise(h))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.reduce(self.expansion(x))
-        return x + out if self.use_residual else out
+        h = self.expansion(x)  # 1x1 conv, BN, ReLU6: (b, c_in, h, w) -> (b, t*c_in, h, w)
+        h = self.depthwise(h)  # 3x3 depthwise /s, BN, ReLU6: -> (b, t*c_in, h/s, w/s)
+        out = self.project(h)  # linear bottleneck: 1x1 conv, BN, no activation -> (b, c_out, h/s, w/s)
+        return x + out if self.use_residual else out  # shortcut between the thin bottlenecks
 
 
 def _init_weights(module: nn.Module) -> None:

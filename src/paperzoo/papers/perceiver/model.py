@@ -291,13 +291,13 @@ class PerceiverEncoder(nn.Module):
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 output_hidden_states: bool = False):
         _check_elements(x, self.input_dim)
-        z = self.latents.expand(x.shape[0], -1, -1)
+        z = self.latents.expand(x.shape[0], -1, -1)  # the learned latent array (batch, N, D)
         states = [z]
         for c, s in self.plan:
             if c is not None:
-                z = self.cross[c](z, x, key_padding_mask)
+                z = self.cross[c](z, x, key_padding_mask)  # cross-attend: z = z + Attn(LN(z), LN(x)), O(M N)
             for layer in self.latent[s]:
-                z = layer(z)
+                z = layer(z)  # latent transformer: z = z + Attn(LN(z)), O(N^2), independent of M
             states.append(z)
         return (z, tuple(states)) if output_hidden_states else z
 
@@ -375,6 +375,7 @@ class Perceiver(nn.Module):
         if decode_labelled_only:
             _check_labelled_only(labels, output_index)
             output_index, labels = labelled_positions(labels)
+        # decode: latents -> logits (mean-pooled classifier, or Perceiver IO's output queries)
         logits = self.decoder(z, x=x, x_raw=x_raw, output_index=output_index) if self.decoder is not None else None
         loss = None
         if labels is not None and logits is not None:
