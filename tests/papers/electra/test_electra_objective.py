@@ -297,8 +297,10 @@ def test_objective_validation():
         ElectraPretrainer(gen, None, disc.head, ObjectiveConfig())
     with pytest.raises(ValueError, match="needs rtd_head"):
         ElectraPretrainer(gen, disc.body, None, ObjectiveConfig())
-    with pytest.raises(ValueError, match="needs mlm_head"):
+    with pytest.raises(ValueError, match="takes no rtd_head"):
         ElectraPretrainer(gen, disc.body, disc.head, ObjectiveConfig(mode="replace-mlm"))
+    with pytest.raises(ValueError, match="needs mlm_head"):
+        ElectraPretrainer(gen, disc.body, None, ObjectiveConfig(mode="replace-mlm"))
     head = DiscriminatorMLMHead(disc.body.embeddings.word, 64, copy=False)
     with pytest.raises(ValueError, match="copy=True"):
         ElectraPretrainer(gen, disc.body, None, ObjectiveConfig(mode="all-tokens-mlm"), mlm_head=head)
