@@ -129,7 +129,7 @@ def test_relative_bias_computed_once_and_shared(position):
     calls, seen = [], []
     enc.rel_bias.register_forward_hook(lambda m, i, o: calls.append(o))
     for layer in enc.layers:
-        layer.attn.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["attn_bias"]), with_kwargs=True)
+        layer.attn.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["attn_mask"]), with_kwargs=True)
         assert not any("rel" in n or "bias_table" in n for n, _ in layer.named_parameters())
     enc(torch.randn(2, 5, 32))
     assert len(calls) == 1 and len(seen) == 3

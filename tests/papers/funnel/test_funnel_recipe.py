@@ -128,15 +128,15 @@ def test_standard_pretrainer_and_transfer():
     std = standard_config(cfg, 3)
     assert is_standard(std) and not is_standard(cfg)
     pt = build_pretrainer(std, generator_size=0.5, generator_depth=1, max_len=16)
-    assert type(pt.discriminator) is FunnelBase
-    assert type(build_pretrainer(cfg, 0.5, 1, max_len=16).discriminator) is FunnelModel
+    assert type(pt.discriminator_body) is FunnelBase
+    assert type(build_pretrainer(cfg, 0.5, 1, max_len=16).discriminator_body) is FunnelModel
     ids = torch.randint(5, 50, (2, 12))
     ids[:, 0] = 2
     with torch.no_grad():
         out = pt(ids)
         assert out.disc_logits.shape == ids.shape
         base = base_from_pretrained(pt)
-        assert torch.equal(base(ids).last_hidden_state, pt.discriminator(ids).last_hidden_state)
+        assert torch.equal(base(ids).last_hidden_state, pt.discriminator_body(ids).last_hidden_state)
     with pytest.raises(ValueError, match="depth"):
         standard_config(cfg, 0)
 

@@ -3,7 +3,7 @@
 The discriminator is a full :class:`~.model.FunnelModel` (encoder + upsampling decoder, so every token gets a
 replaced/original prediction); the generator is a standard ELECTRA MLM generator (a small Transformer,
 ``generator_size`` of the width, as ELECTRA recommends) whose word-embedding table is the discriminator's.
-After pretraining, ``pretrainer.discriminator`` is the Funnel whose encoder is fine-tuned (drop the decoder:
+After pretraining, ``pretrainer.discriminator_body`` is the Funnel whose encoder is fine-tuned (drop the decoder:
 copy its ``embeddings``/``encoder`` into a :class:`~.model.FunnelBase`, see :func:`base_from_pretrained`).
 
 A single-block config without decoder layers (``blocks="12"``, ``num_decoder_layers=0``) never pools: it is a
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from paperzoo.papers.electra.model import ElectraConfig, ElectraGenerator
+from paperzoo.papers.electra.model import ElectraConfig, ElectraGenerator, RTDHead, init_weights
 from paperzoo.papers.electra.objective import ElectraPretrainer, ObjectiveConfig
 
 from .model import FunnelBase, FunnelClassifier, FunnelConfig, FunnelModel
@@ -47,20 +47,20 @@ def build_pretrainer(cfg: FunnelConfig, generator_size: float = 0.25, generator_
     _check_build(cfg, generator_size)
     depth = generator_depth or sum(cfg.block_sizes)
     _check_depth(depth, "generator_depth")
-    ecfg = ElectraConfig(vocab_size=cfg.vocab_size, embedding_dim=cfg.dim, dim=cfg.dim, depth=depth,
+    ecfg = ElectraConfig(vocab_size=cfg.vocab_size, embedding_dim=cfg.dim, dim=cfg.dim, num_layers=depth,
                          num_heads=cfg.num_heads, ffn_dim=cfg.ffn_dim, max_len=max_len, dropout=cfg.dropout,
                          attn_dropout=cfg.attn_dropout, pad_token_id=cfg.pad_token_id or 0,
                          generator_size=generator_size)
     disc = FunnelBase(cfg) if is_standard(cfg) else FunnelModel(cfg)
-    gen = ElectraGenerator(ecfg.generator_config())
+    gen = ElectraGenerator(ecfg)
     if tie_embeddings:  # the only table Funnel has: word embeddings (no absolute positions, no type table)
         gen.body.embeddings.word = disc.embeddings.word_embeddings
-    return ElectraPretrainer(gen, disc, objective or ObjectiveConfig(), dim=cfg.dim, activation="gelu")
+    return ElectraPretrainer(gen, disc, init_weights(RTDHead(cfg.dim, "gelu")), objective or ObjectiveConfig())
 
 
 def base_from_pretrained(pretrainer: ElectraPretrainer) -> FunnelBase:
     """A decoder-free :class:`FunnelBase` carrying the pretrained discriminator's embeddings and encoder."""
-    disc = pretrainer.discriminator
+    disc = pretrainer.discriminator_body
     _check_discriminator(disc)
     base = FunnelBase(disc.config)
     base.embeddings.load_state_dict(disc.embeddings.state_dict())

@@ -238,13 +238,13 @@ def replaced_token_probe(model: ElectraPretrainer, data: TensorDataset, unigram:
     model.eval()
     ids, mask = (t.cpu() for t in data.tensors)
     g = torch.Generator().manual_seed(seed)
-    cand = mask.bool() & ~torch.isin(ids, torch.tensor(model.cfg.special_ids))
+    cand = mask.bool() & ~torch.isin(ids, torch.tensor(model.config.special_ids))
     pos = cand & (torch.rand(ids.shape, generator=g) < rate)
     draws = torch.multinomial(unigram.float(), int(pos.sum()), replacement=True, generator=g)
     fake = ids.masked_scatter(pos, draws.to(ids.dtype))
     labels = pos & (fake != ids)
     dev = next(model.parameters()).device
-    logits = torch.cat([model.rtd_head(model.discriminator(input_ids=fake[i:i + batch].to(dev),
+    logits = torch.cat([model.rtd_head(model.discriminator_body(input_ids=fake[i:i + batch].to(dev),
                                                            attention_mask=mask[i:i + batch].to(dev)
                                                            ).last_hidden_state).float().cpu()
                         for i in range(0, len(ids), batch)])
