@@ -30,6 +30,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import scipy.stats
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -255,16 +256,8 @@ def binary_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    order = torch.argsort(s)
-    ss = s[order]
-    ranks = torch.empty_like(ss)
-    ranks[order] = torch.arange(1, len(s) + 1, dtype=torch.float64)
-    # average ranks over ties
-    uniq, inv, counts = torch.unique_consecutive(ss, return_inverse=True, return_counts=True)
-    first = torch.cumsum(counts, 0) - counts + 1
-    avg = (first + first + counts - 1).double() / 2
-    ranks[order] = avg[inv]
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    ranks = torch.from_numpy(scipy.stats.rankdata(s.cpu().numpy(), method="average"))  # ties: the mean rank
+    return float((ranks[y.cpu()].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))  # Mann-Whitney U / (n+ n-)
 
 
 def pretraining_metrics(out: PretrainOutput, auc: bool = True) -> dict[str, float]:
