@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from paperzoo.report.serial import dumps, write_text_atomic
-from paperzoo.report.verdict import AtMost, Beats, NonInferior, Paired, Verdict, all_of, smoke
+from paperzoo.report.verdict import AtLeast, AtMost, Beats, NonInferior, Paired, Verdict, all_of, smoke
 from paperzoo.train.config import TrainConfig
 
 JOB_FILE = "job.json"
-__all__ = ["AtMost", "Beats", "Job", "NonInferior", "Paired", "Preset", "Results", "Verdict", "all_of", "cached",
-           "pick", "run_jobs", "smoke", "start"]
+__all__ = ["AtLeast", "AtMost", "Beats", "Job", "NonInferior", "Paired", "Preset", "Results", "Verdict", "all_of",
+           "cached", "pick", "run_jobs", "smoke", "start"]
 
 
 # ----------------------------------------------------------------------------------------------------- presets

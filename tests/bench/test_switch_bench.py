@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from paperzoo.bench.switch import D, _Experts, run
-from paperzoo.papers.switch.moe import SwitchMoE
+from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -21,7 +21,7 @@ def test_rows_at_eight_experts():
 
 
 def test_experts_only_module_is_the_layers_expert_computation():
-    moe = SwitchMoE(D, 64, 4, jitter_eps=0.0)
+    moe = SwitchMoE(SwitchMoEConfig(dim=D, ffn_dim=64, num_experts=4, jitter_eps=0.0))
     h = torch.randn(4, 5, D)
     want = torch.stack([torch.relu(h[e] @ moe.w1[e]) @ moe.w2[e] for e in range(4)])
     torch.testing.assert_close(_Experts(moe)(h), want)

@@ -128,7 +128,7 @@ def test_joint_step_equals_hf_assembly(dropout):
     assert abs(a.loss.item() - b.item()) <= 1e-4 * max(1.0, abs(b.item()))
     a.loss.backward()
     b.backward()
-    g1 = ours.discriminator.embeddings.word.weight.grad
+    g1 = ours.discriminator_body.embeddings.word.weight.grad
     g2 = hf_disc.electra.embeddings.word_embeddings.weight.grad
     assert g1.abs().max() > 0 and float((g1 - g2).abs().max()) <= 1e-4
     g1 = ours.generator.body.encoder.layers[0].ffn.fc1.weight.grad

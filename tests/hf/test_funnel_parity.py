@@ -116,5 +116,5 @@ def test_native_model_to_hf():
     hf = to_hf(ours)
     assert type(hf).__name__ == "FunnelBaseModel" and hf.config.attention_type == "factorized"
     x = inputs(seq=12)
-    x["input_ids"] = x["input_ids"] % ours.cfg.vocab_size
+    x["input_ids"] = x["input_ids"] % ours.config.vocab_size
     _compare(hf, ours, x)

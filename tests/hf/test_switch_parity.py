@@ -11,7 +11,7 @@ from transformers.models.switch_transformers.modeling_switch_transformers import
 )
 
 from paperzoo.hf import from_hf, to_hf
-from paperzoo.papers.switch.moe import SwitchMoE
+from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -72,7 +72,8 @@ def test_router_logits_match():
 
 def test_to_hf_round_trip():
     torch.manual_seed(1)
-    ours = SwitchMoE(16, 32, 4, capacity=64, route_per_sequence=True, jitter_eps=0.0).eval()
+    ours = SwitchMoE(SwitchMoEConfig(dim=16, ffn_dim=32, num_experts=4, capacity=64, route_per_sequence=True,
+                                     jitter_eps=0.0)).eval()
     hf = to_hf(ours)
     assert type(hf).__name__ == "SwitchTransformersSparseMLP" and hf.router.expert_capacity == 64
     x = torch.randn(2, 9, 16)
@@ -115,4 +116,4 @@ def test_documented_differences():
 
 def test_unsupported_conversions_raise():
     with pytest.raises(ValueError, match="top-1"):
-        to_hf(SwitchMoE(16, 32, 4, k=2))
+        to_hf(SwitchMoE(SwitchMoEConfig(dim=16, ffn_dim=32, num_experts=4, k=2)))

@@ -92,9 +92,10 @@ def test_pluggable_ffn_with_aux():
 
 def test_moe_ffn_gets_the_padding_mask():
     """Padding takes no expert capacity: with binding capacity, padded tokens' content cannot change real outputs."""
-    from paperzoo.papers.switch.moe import SwitchMoE
+    from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 
-    blk = TransformerBlock(CFG, ffn=SwitchMoE(32, 64, 2, capacity=3, jitter_eps=0.0)).train()
+    moe = SwitchMoE(SwitchMoEConfig(dim=32, ffn_dim=64, num_experts=2, capacity=3, jitter_eps=0.0))
+    blk = TransformerBlock(CFG, ffn=moe).train()
     x = torch.randn(2, 8, 32)
     keep = torch.ones(2, 8, dtype=torch.bool)
     keep[:, :4] = False  # padding first: without the mask it would win the capacity by position priority
@@ -128,7 +129,7 @@ def test_relative_bias_computed_once_and_shared(position):
     calls, seen = [], []
     enc.rel_bias.register_forward_hook(lambda m, i, o: calls.append(o))
     for layer in enc.layers:
-        layer.attn.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["attn_bias"]), with_kwargs=True)
+        layer.attn.register_forward_pre_hook(lambda m, a, kw: seen.append(kw["attn_mask"]), with_kwargs=True)
         assert not any("rel" in n or "bias_table" in n for n, _ in layer.named_parameters())
     enc(torch.randn(2, 5, 32))
     assert len(calls) == 1 and len(seen) == 3

@@ -141,11 +141,12 @@ def _cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], str]]:
             return f
         cases[f"swin {name}"] = (step(ours_s), step(hf_s), ">= 1.2x")
     from paperzoo.nn.ffn import FeedForward
-    from paperzoo.papers.switch.moe import SwitchMoE
+    from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 
     torch.manual_seed(0)
     x, g = torch.randn(swt.BATCH, swt.SEQ, swt.D), torch.randn(swt.BATCH, swt.SEQ, swt.D)
-    moe = SwitchMoE(swt.D, swt.HIDDEN, 8, capacity_factor=1.0, jitter_eps=0.0).train()
+    moe = SwitchMoE(SwitchMoEConfig(dim=swt.D, ffn_dim=swt.HIDDEN, num_experts=8, capacity_factor=1.0,
+                                    jitter_eps=0.0)).train()
     dense = FeedForward(swt.D, swt.HIDDEN, "relu", bias=False).train()
     cases["switch 8 experts cf 1.0 vs dense FFN"] = (swt._fwd_bwd(moe, x, g), swt._fwd_bwd(dense, x, g),
                                                      ">= 0.8x (overhead <= 25%)")

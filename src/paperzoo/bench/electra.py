@@ -7,7 +7,7 @@ ours), the same masked batch, and the same sampler. The difference is where the 
 ``ElectraForMaskedLM`` computes the vocabulary head (and its softmax) at every position, ours only at the ~15%
 masked positions, as the official TF code does (``gather_positions`` before the head).
 
-Size (the issue's): discriminator hidden 256, 4 layers, 4 heads, FFN 1024, embeddings 128, generator 1/4
+Size: discriminator hidden 256, 4 layers, 4 heads, FFN 1024, embeddings 128, generator 1/4
 (hidden 64), vocab 30522, batch 8 x 128, dropout 0.1, fp32 on CPU.
 """
 
@@ -31,11 +31,11 @@ def build(hidden: int = 256, layers: int = 4, embedding: int = 128, vocab: int =
     from paperzoo.papers.electra.objective import ElectraPretrainer, ObjectiveConfig
 
     torch.manual_seed(seed)
-    cfg = ElectraConfig(vocab_size=vocab, embedding_dim=embedding, dim=hidden, depth=layers,
+    cfg = ElectraConfig(vocab_size=vocab, embedding_dim=embedding, dim=hidden, num_layers=layers,
                         num_heads=max(1, hidden // 64), ffn_dim=4 * hidden, max_len=512, dropout=dropout,
                         attn_dropout=dropout, generator_size=generator_size)
     gen, disc = build_generator_and_discriminator(cfg)
-    ours = ElectraPretrainer(gen, disc, ObjectiveConfig())
+    ours = ElectraPretrainer(gen, disc.body, disc.head, ObjectiveConfig())
     hf_gen, hf_disc = to_hf(gen), to_hf(disc)
     hf_gen.electra.embeddings = hf_disc.electra.embeddings  # shared tables and LayerNorm, as ours
     hf_gen.generator_lm_head.weight = hf_disc.electra.embeddings.word_embeddings.weight
@@ -102,7 +102,7 @@ def run(batch: int = 8, seq: int = 128, hidden: int = 256, layers: int = 4, voca
     f_ours_fwd = count_flops(lambda: ours(ids, mask, masked=masked))
     f_hf_fwd = count_flops(lambda: hf_pretrain_step(hf_gen, hf_disc, ids, mask, masked))
     case = (f"batch {batch} x {seq}, hidden {hidden}, {layers} layers, generator 1/4, vocab {vocab}, "
-            f"{ours.cfg.mask_prob:.0%} masked ({masked.num_masked} positions)")
+            f"{ours.config.mask_prob:.0%} masked ({masked.num_masked} positions)")
     rows = []
     old = torch.get_num_threads()
     try:

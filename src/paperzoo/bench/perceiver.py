@@ -33,9 +33,9 @@ import torch
 from torch import nn
 
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import count_flops, machine_peak_gflops, time_interleaved
+from paperzoo.measure import count_flops, loglog_slope, machine_peak_gflops, time_interleaved
 
-__all__ = ["run", "scaling", "vs_hf", "build_scaling_models", "loglog_slope"]
+__all__ = ["run", "scaling", "vs_hf", "build_scaling_models"]
 
 LENGTHS = (1024, 2048, 4096, 8192, 16384, 32768, 65536)
 CHANNELS, DIM, DEPTH, HEADS, LATENTS = 32, 128, 4, 8, 128
@@ -119,13 +119,9 @@ def peak_memory_mib(kind: str, m: int, timeout: float = 600.0) -> float | None:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def loglog_slope(lengths, times) -> float:
-    """Least-squares slope of log(time) against log(length)."""
-    xs, ys = [math.log(a) for a in lengths], [math.log(t) for t in times]
-    if len(xs) < 2:
-        return float("nan")
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((a - mx) * (b - my) for a, b in zip(xs, ys, strict=True)) / sum((a - mx) ** 2 for a in xs)
+def _slope(lengths, values) -> float:
+    """:func:`paperzoo.measure.loglog_slope`, or nan when fewer than two points were measured."""
+    return loglog_slope(lengths, values) if len(lengths) >= 2 else math.nan
 
 
 def flop_scaling(lengths=LENGTHS) -> dict[str, Any]:
@@ -139,7 +135,7 @@ def flop_scaling(lengths=LENGTHS) -> dict[str, Any]:
         for k, model in models.items():
             flops[k][m] = count_flops(_step(k, model, x, y))
     big = [m for m in lengths if 4096 <= m <= 65536]
-    return {"flops": flops, **{f"{k}_flop_slope_4k_64k": loglog_slope(big, [flops[k][m] for m in big])
+    return {"flops": flops, **{f"{k}_flop_slope_4k_64k": _slope(big, [flops[k][m] for m in big])
                                for k in models}}
 
 
@@ -183,12 +179,12 @@ def scaling(lengths=LENGTHS, repeats: int | None = None, budget_s: float | None 
     meta = {
         "params": n_params,
         "slopes_from": "best-of-repeats times (robust to other jobs on a shared machine); *_median from medians",
-        "perceiver_slope_4k_64k": loglog_slope(p_range, [best["perceiver"][m] for m in p_range]),
-        "transformer_slope": loglog_slope(t_range, [best["transformer"][m] for m in t_range]),
-        "perceiver_slope_4k_64k_median": loglog_slope(p_range, [times["perceiver"][m] for m in p_range]),
-        "transformer_slope_median": loglog_slope(t_range, [times["transformer"][m] for m in t_range]),
+        "perceiver_slope_4k_64k": _slope(p_range, [best["perceiver"][m] for m in p_range]),
+        "transformer_slope": _slope(t_range, [best["transformer"][m] for m in t_range]),
+        "perceiver_slope_4k_64k_median": _slope(p_range, [times["perceiver"][m] for m in p_range]),
+        "transformer_slope_median": _slope(t_range, [times["transformer"][m] for m in t_range]),
         "transformer_slope_range": [min(t_range), max(t_range)] if t_range else None,
-        "perceiver_slope_all": loglog_slope(list(times["perceiver"]), list(times["perceiver"].values())),
+        "perceiver_slope_all": _slope(list(times["perceiver"]), list(times["perceiver"].values())),
         "transformer_stopped_at": stopped_at,
         **flop_scaling(lengths),
         "transformer_budget_s": budget_s,

@@ -1,6 +1,6 @@
 """``paperzoo bench switch``: the Switch MoE layer, forward + backward, against HF and a FLOP-matched dense FFN.
 
-Cases (issue 7): d_model 256, d_ff 1024, 8 x 128 tokens, 8 / 32 / 128 experts.
+Cases: d_model 256, d_ff 1024, 8 x 128 tokens, 8 / 32 / 128 experts.
 
 * vs ``transformers`` ``SwitchTransformersSparseMLP`` with the same weights and the same semantics: HF routes each
   sequence as a group with a fixed capacity, so ours runs converted from it (``route_per_sequence``, capacity
@@ -74,7 +74,7 @@ def _run(experts: tuple[int, ...], repeats: int, warmup: int) -> tuple[list[Benc
 
     from paperzoo.nn.ffn import FeedForward
     from paperzoo.papers.switch.hf import from_hf
-    from paperzoo.papers.switch.moe import SwitchMoE
+    from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 
     torch.manual_seed(0)
     x = torch.randn(BATCH, SEQ, D)
@@ -100,7 +100,8 @@ def _run(experts: tuple[int, ...], repeats: int, warmup: int) -> tuple[list[Benc
                                            flops=count_flops(_fwd_bwd(ours, x, g)), experts=E, max_abs_diff=err))
 
         for cf in (1.0, 1.25) if E == 8 else (1.0,):
-            moe = SwitchMoE(D, HIDDEN, E, capacity_factor=cf, jitter_eps=0.0).train()
+            moe = SwitchMoE(SwitchMoEConfig(dim=D, ffn_dim=HIDDEN, num_experts=E, capacity_factor=cf,
+                                          jitter_eps=0.0)).train()
             stats = time_interleaved({"ours": _fwd_bwd(moe, x, g), "dense FFN": _fwd_bwd(dense, x, g)},
                                      warmup=warmup, repeats=repeats)
             row = BenchResult.from_stats(f"switch vs dense, {E} experts, cf {cf}", f"{case}, batch-wide routing",
@@ -111,7 +112,7 @@ def _run(experts: tuple[int, ...], repeats: int, warmup: int) -> tuple[list[Benc
         if E == 8:
             # The floor under any routing: the same layer's expert matmuls alone on an already dispatched
             # (E, T/E, D) buffer (no router, gathers, gate or losses) against the dense FFN.
-            moe = SwitchMoE(D, HIDDEN, E, jitter_eps=0.0).train()
+            moe = SwitchMoE(SwitchMoEConfig(dim=D, ffn_dim=HIDDEN, num_experts=E, jitter_eps=0.0)).train()
             buf, gbuf = x.reshape(E, -1, D), g.reshape(E, -1, D)
             stats = time_interleaved({"ours": _fwd_bwd(_Experts(moe), buf, gbuf), "dense FFN": _fwd_bwd(dense, x, g)},
                                      warmup=warmup, repeats=repeats)

@@ -53,7 +53,7 @@ def merge_masks(key_padding_mask: torch.Tensor | None, attn_bias: torch.Tensor |
     Nothing is materialised when nothing is needed: no mask -> ``(None, causal)`` (SDPA's ``is_causal``);
     otherwise one additive float mask of ``dtype`` with ``-inf`` where attention is forbidden, of the smallest
     shape that broadcasts to (batch, heads, q, k) (padding alone: (batch, 1, 1, k)). Compute it once per
-    forward and pass it to every layer (``attn_bias=mask, causal=is_causal``).
+    forward and pass it to every layer as ``attn_mask`` (SDPA's name), which goes to SDPA unchanged.
     """
     keep = None
     if key_padding_mask is not None:
@@ -141,13 +141,14 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None,
                 key_padding_mask: torch.Tensor | None = None, attn_bias: torch.Tensor | None = None,
                 causal: bool = False, rotary: nn.Module | None = None, rotary_offset: int = 0,
-                return_attention: bool = False):
+                return_attention: bool = False, attn_mask: torch.Tensor | None = None):
         """Attend from ``x`` (batch, q_len, dim) to ``context`` (batch, k_len, kv_dim) or to ``x`` itself.
 
         ``key_padding_mask`` (batch, k_len), True/1 = keep; ``attn_bias`` additive float or bool keep-mask
         (see the module docstring); ``rotary`` a RotaryEmbedding applied to q and k (positions start at
         ``rotary_offset``). Returns (batch, q_len, out_dim), and the attention probabilities
-        (batch, heads, q_len, k_len) as well when ``return_attention``.
+        (batch, heads, q_len, k_len) as well when ``return_attention``. ``attn_mask``: a mask already merged by
+        :func:`merge_masks` (a stack merges once per forward), passed to SDPA as it is; give it alone.
         """
         if x.ndim != 3 or x.shape[-1] != self.dim:
             raise ValueError(f"x must have shape (batch, seq, dim={self.dim}), got {tuple(x.shape)}")
@@ -161,16 +162,20 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError(f"context must have shape (batch={x.shape[0]}, k_len, {width}), "
                                  f"got {tuple(context.shape)}")
         q_len, k_len = x.shape[1], (x if context is None else context).shape[1]
-        mask, is_causal = merge_masks(key_padding_mask, attn_bias, causal, q_len, k_len, x.dtype)
+        if attn_mask is None:
+            attn_mask, causal = merge_masks(key_padding_mask, attn_bias, causal, q_len, k_len, x.dtype)
+        elif key_padding_mask is not None or attn_bias is not None or causal:
+            raise ValueError("attn_mask is already merged (merge_masks): pass it without key_padding_mask, "
+                             "attn_bias or causal")
 
         q, k, v = self._project(x, context)
         if rotary is not None:
             q, k = rotary(q, k, offset=rotary_offset)
         p = self.dropout if self.training else 0.0
         if return_attention:
-            o, attn = _explicit_attention(q, k, v, mask, is_causal, self.scale, p)
+            o, attn = _explicit_attention(q, k, v, attn_mask, causal, self.scale, p)
         else:
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=is_causal,
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p, is_causal=causal,
                                                scale=self.scale)
         o = self.out(rearrange(o, "b h s d -> b s (h d)"))
         return (o, attn) if return_attention else o

@@ -160,10 +160,12 @@ class TransformerBlock(nn.Module):
         return (x if self.prenorm or self.rezero else norm(x)), aux
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
-                attn_bias: torch.Tensor | None = None, causal: bool = False, rotary: nn.Module | None = None):
+                attn_bias: torch.Tensor | None = None, causal: bool = False, rotary: nn.Module | None = None,
+                attn_mask: torch.Tensor | None = None):
         """x (batch, seq, dim) -> (batch, seq, dim) [, aux]; masks as in :class:`MultiHeadAttention`."""
         x, _ = self._residual(x, lambda h: self.attn(h, key_padding_mask=key_padding_mask, attn_bias=attn_bias,
-                                                     causal=causal, rotary=rotary), self.attn_norm)
+                                                     causal=causal, rotary=rotary, attn_mask=attn_mask),
+                              self.attn_norm)
         ffn = self.ffn
         if key_padding_mask is not None and getattr(ffn, "accepts_token_mask", False):  # MoE: padding takes no
             ffn = functools.partial(self.ffn, mask=key_padding_mask)  # expert capacity and stays out of its losses
@@ -230,10 +232,10 @@ class TransformerEncoder(nn.Module):
                 attn_bias = rel.masked_fill(~attn_bias, float("-inf"))
             else:
                 attn_bias = rel if attn_bias is None else rel + attn_bias
-        mask, causal = merge_masks(key_padding_mask, attn_bias, cfg.causal, n, n, x.dtype)
+        attn_mask, causal = merge_masks(key_padding_mask, attn_bias, cfg.causal, n, n, x.dtype)  # the one merge
         hidden, auxes = [x] if output_hidden_states else None, []
         for layer in self.layers:
-            out = layer(x, attn_bias=mask, causal=causal, rotary=self.rotary)
+            out = layer(x, attn_mask=attn_mask, causal=causal, rotary=self.rotary)
             x, aux = out if isinstance(out, tuple) else (out, None)
             auxes.append(aux)
             if hidden is not None:

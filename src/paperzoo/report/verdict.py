@@ -5,6 +5,7 @@
     Paired(higher_is_better=False).judge(switch_ppl, dense_ppl)            # per-seed differences
     Beats().judge(accuracies, 0.88, "accuracy", "88%")                     # against a fixed threshold
     AtMost(1.2).judge(slope, "time slope")                                 # a single value, no interval
+    AtLeast(1.6).judge(slope, "time slope")
     all_of(v1, v2)                                                         # a claim made of parts
 
 The interval rule itself is :func:`paperzoo.report.stats.verdict_from`.
@@ -103,6 +104,18 @@ class AtMost:
         ok = value <= self.limit
         return Verdict("reproduced" if ok else "not reproduced",
                        f"{name} is {_g(value)}, {'at most' if ok else 'above'} {_g(self.limit)}")
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """Claim: a single measured value (e.g. a log-log slope) is at least ``limit``; no interval."""
+
+    limit: float
+
+    def judge(self, value: float, name: str = "value") -> Verdict:
+        ok = value >= self.limit
+        return Verdict("reproduced" if ok else "not reproduced",
+                       f"{name} is {_g(value)}, {'at least' if ok else 'below'} {_g(self.limit)}")
 
 
 def all_of(*verdicts: Verdict) -> Verdict:

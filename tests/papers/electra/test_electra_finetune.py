@@ -56,8 +56,8 @@ def test_wordpiece_ids_are_a_function_of_the_learned_tokens(tmp_path):
 
 
 def test_layerwise_lr_decay_follows_the_official_depths():
-    cfg = ElectraConfig.preset("tiny", depth=3)
-    model = ElectraClassifier(cfg.discriminator_config(), num_labels=2)
+    cfg = ElectraConfig.preset("tiny", num_layers=3)
+    model = ElectraClassifier(cfg, num_labels=2)
     groups = layerwise_lr_groups(model, lr=1e-3, layer_decay=0.8, weight_decay=0.01)
     n = 3
     by_param = {id(p): g for g in groups for p in g["params"]}
@@ -91,7 +91,7 @@ def test_classifier_learns_from_the_trainer_with_param_groups():
     from paperzoo.train import TrainConfig, Trainer
 
     torch.manual_seed(0)
-    model = ElectraClassifier(ElectraConfig.preset("tiny", vocab_size=50).discriminator_config(), num_labels=2)
+    model = ElectraClassifier(ElectraConfig.preset("tiny", vocab_size=50), num_labels=2)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 50, (64, 10), generator=g)
     y = (ids[:, 1] < 25).long()  # the label is readable from one token

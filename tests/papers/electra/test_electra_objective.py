@@ -14,6 +14,7 @@ from paperzoo.papers.electra.model import (
 )
 from paperzoo.papers.electra.objective import (
     MODES,
+    DiscriminatorMLMHead,
     ElectraPretrainer,
     ObjectiveConfig,
     binary_auc,
@@ -46,10 +47,14 @@ def random_batch(b, n, vocab=1000, seed=0, min_len=None):
 def tiny_models(mode="electra", **cfg_over):
     torch.manual_seed(0)
     cfg = ElectraConfig.preset("tiny", **cfg_over)
+    obj = ObjectiveConfig(mode=mode)
     if mode == "mlm":
-        return ElectraPretrainer(ElectraGenerator(mlm_config(cfg)), None, ObjectiveConfig(mode=mode))
+        return ElectraPretrainer(ElectraGenerator(mlm_config(cfg)), None, None, obj)
     gen, disc = build_generator_and_discriminator(cfg)
-    return ElectraPretrainer(gen, disc, ObjectiveConfig(mode=mode))
+    if mode in ("electra", "electra-15"):
+        return ElectraPretrainer(gen, disc.body, disc.head, obj)
+    head = DiscriminatorMLMHead(disc.body.embeddings.word, cfg.dim, copy=mode == "all-tokens-mlm")
+    return ElectraPretrainer(gen, disc.body, None, obj, mlm_head=head)
 
 
 # ------------------------------------------------------------------------------------------------------ masking
@@ -151,13 +156,13 @@ def test_labels_replaced_only_if_masked_and_different(exact):
 
 def test_discriminator_loss_sends_no_gradient_to_the_generator():
     model = tiny_models()
-    model.cfg = ObjectiveConfig(gen_weight=0.0)  # loss = 50 * disc loss only
+    model.config = ObjectiveConfig(gen_weight=0.0)  # loss = 50 * disc loss only
     ids, mask = random_batch(8, 32, seed=6)
     model(ids, mask).loss.backward()
-    shared = {id(p) for p in model.discriminator.parameters()}
+    shared = {id(p) for p in model.discriminator_body.parameters()}
     own = [(n, p) for n, p in model.generator.named_parameters() if id(p) not in shared]
     assert own and all(p.grad is None or not p.grad.any() for _, p in own), [n for n, p in own if p.grad is not None]
-    assert model.discriminator.embeddings.word.weight.grad.abs().sum() > 0  # shared embeddings do learn from D
+    assert model.discriminator_body.embeddings.word.weight.grad.abs().sum() > 0  # shared embeddings do learn from D
 
 
 def test_gumbel_max_samples_the_softmax():
@@ -186,7 +191,7 @@ def test_loss_is_mlm_plus_50_rtd_over_non_pad_tokens():
     fake = ids.clone()
     fake[pos] = sampled
     labels = (fake != ids).float()
-    d = model.rtd_head(model.discriminator(input_ids=fake, attention_mask=mask).last_hidden_state)
+    d = model.rtd_head(model.discriminator_body(input_ids=fake, attention_mask=mask).last_hidden_state)
     keep = mask.bool()
     disc = F.binary_cross_entropy_with_logits(d[keep], labels[keep])
     assert abs(out.loss.item() - (mlm + 50 * disc).item()) < 1e-4
@@ -226,9 +231,11 @@ def test_tying_flags():
 
 
 def test_generator_size_presets():
-    small = ElectraConfig.preset("small").generator_config().transformer
+    small = ElectraConfig.preset("paper-small").generator_config().transformer
     assert (small.dim, small.num_heads, small.hidden_dim, small.depth) == (64, 1, 256, 12)
-    released = ElectraConfig.preset("small", released=True).generator_config().transformer
+    laptop = ElectraConfig.preset("small").generator_config().transformer
+    assert (laptop.dim, laptop.num_heads, laptop.hidden_dim, laptop.depth) == (32, 1, 128, 4)
+    released = ElectraConfig.preset("paper-small", released=True).generator_config().transformer
     assert (released.dim, released.num_heads, released.hidden_dim) == (256, 4, 1024)
     base = ElectraConfig.preset("base").generator_config().transformer
     assert (base.dim, base.num_heads) == (256, 4)
@@ -250,16 +257,17 @@ def test_every_mode_trains(mode):
     if mode == "electra-15":
         assert torch.equal(out.weights.bool(), out.masked.is_masked)
     if mode in ("replace-mlm", "all-tokens-mlm"):
-        assert "main_loss" in m and model.mlm_head.weight is None  # tied to the discriminator's embeddings
-    assert model.encoder() is (model.generator.body if mode == "mlm" else model.discriminator)
+        assert "main_loss" in m and model.mlm_head.mlm.weight is None  # tied to the discriminator's embeddings
+        assert model.mlm_head.word_embeddings is model.discriminator_body.embeddings.word
+    assert model.encoder() is (model.generator.body if mode == "mlm" else model.discriminator_body)
 
 
 def test_all_tokens_copy_mechanism():
     model = tiny_models("all-tokens-mlm")
     ids, mask = random_batch(4, 24, seed=13)
     with torch.no_grad():
-        model.copy_head.bias.fill_(30.0)  # D ~ 1: copy everything
-        model.copy_head.weight.zero_()
+        model.mlm_head.copy.bias.fill_(30.0)  # D ~ 1: copy everything
+        model.mlm_head.copy.weight.zero_()
         model.generator.head.bias.zero_()
         model.generator.head.bias[7] = 1e4  # every sample is token 7, so masked positions differ from the input
     out = model(ids, mask)
@@ -283,23 +291,49 @@ def test_objective_validation():
     with pytest.raises(ValueError, match="mode must be one of"):
         ObjectiveConfig(mode="bert")
     gen, disc = build_generator_and_discriminator(ElectraConfig.preset("tiny"))
-    with pytest.raises(ValueError, match="discriminator=None"):
-        ElectraPretrainer(gen, disc, ObjectiveConfig(mode="mlm"))
-    with pytest.raises(ValueError, match="needs a discriminator"):
-        ElectraPretrainer(gen, None, ObjectiveConfig())
-    model = ElectraPretrainer(gen, disc)
+    with pytest.raises(ValueError, match="takes no discriminator_body"):
+        ElectraPretrainer(gen, disc.body, None, ObjectiveConfig(mode="mlm"))
+    with pytest.raises(ValueError, match="needs discriminator_body"):
+        ElectraPretrainer(gen, None, disc.head, ObjectiveConfig())
+    with pytest.raises(ValueError, match="needs rtd_head"):
+        ElectraPretrainer(gen, disc.body, None, ObjectiveConfig())
+    with pytest.raises(ValueError, match="takes no rtd_head"):
+        ElectraPretrainer(gen, disc.body, disc.head, ObjectiveConfig(mode="replace-mlm"))
+    with pytest.raises(ValueError, match="needs mlm_head"):
+        ElectraPretrainer(gen, disc.body, None, ObjectiveConfig(mode="replace-mlm"))
+    head = DiscriminatorMLMHead(disc.body.embeddings.word, 64, copy=False)
+    with pytest.raises(ValueError, match="copy=True"):
+        ElectraPretrainer(gen, disc.body, None, ObjectiveConfig(mode="all-tokens-mlm"), mlm_head=head)
+    with pytest.raises(ValueError, match="nn.Embedding"):
+        DiscriminatorMLMHead(disc.body.embeddings, 64)
+    model = ElectraPretrainer(gen, disc.body, disc.head, ObjectiveConfig())
     with pytest.raises(ValueError, match="batch, seq"):
         model(torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="integer"):
+        model(torch.zeros(2, 3))
+
+
+@pytest.mark.parametrize("old_call", [
+    lambda gen, disc: ElectraPretrainer(gen, disc, ObjectiveConfig()),  # a built discriminator taken apart
+    lambda gen, disc: ElectraPretrainer(gen, disc.body, ObjectiveConfig(), dim=64, activation="gelu"),
+    lambda gen, disc: ElectraPretrainer(gen, disc, disc.head, ObjectiveConfig()),
+])
+def test_the_old_call_names_the_new_one(old_call):
+    gen, disc = build_generator_and_discriminator(ElectraConfig.preset("tiny"))
+    with pytest.raises(ValueError, match=r"explicit parts.*ElectraPretrainer\(generator, discriminator_body, rtd_head"):
+        old_call(gen, disc)
 
 
 def test_any_encoder_plugs_in_as_discriminator():
-    """Funnel's use: a bare encoder returning last_hidden_state gets its own RTD head."""
+    """Funnel's use: a bare encoder returning last_hidden_state, with an RTD head of its width."""
     from paperzoo.nn.transformer import TextEncoder
+    from paperzoo.papers.electra.model import RTDHead, init_weights
 
     cfg = ElectraConfig.preset("tiny")
-    gen, disc = build_generator_and_discriminator(cfg)
+    gen, _ = build_generator_and_discriminator(cfg)
     body = TextEncoder(cfg.discriminator_config())
-    model = ElectraPretrainer(gen, body, ObjectiveConfig())
-    assert model.discriminator is body and model.rtd_head is not disc.head
+    head = init_weights(RTDHead(cfg.dim))
+    model = ElectraPretrainer(gen, body, head, ObjectiveConfig())
+    assert model.discriminator_body is body and model.rtd_head is head and model.encoder() is body
     ids, mask = random_batch(2, 16, seed=15)
     model(ids, mask).loss.backward()

@@ -122,7 +122,7 @@ def test_decoder_output_length_equals_input_length(sep, trunc):
     base = FunnelBase(cfg).eval()
     for t in (3, 8, 9, 16, 17):
         x = batch(cfg, t=t)
-        assert model(**x).last_hidden_state.shape == (2, t, cfg.d_model)
+        assert model(**x).last_hidden_state.shape == (2, t, cfg.dim)
         assert base(**x).last_hidden_state.shape[1] < t
 
 
@@ -151,12 +151,12 @@ def test_attention_goes_through_sdpa(monkeypatch):
     monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
     cfg = tiny()
     FunnelModel(cfg)(**batch(cfg, t=9))
-    assert calls[0] == (2, cfg.n_head, 9, 9) and calls[1] == (2, cfg.n_head, 5, 9)  # pooled queries, full keys
+    assert calls[0] == (2, cfg.num_heads, 9, 9) and calls[1] == (2, cfg.num_heads, 5, 9)  # pooled queries, full keys
     assert len(calls) == 3 + cfg.num_decoder_layers
 
 
 def test_classifier_learns_and_validates():
-    cfg = tiny(dropout=0.0, attention_dropout=0.0)
+    cfg = tiny(dropout=0.0, attn_dropout=0.0)
     torch.manual_seed(0)
     model = FunnelClassifier(cfg)
     x = batch(cfg, b=8, t=9)
@@ -187,35 +187,16 @@ def test_registered():
 
 def test_presets():
     assert FunnelConfig.preset("base").block_sizes == (6, 6, 6)
-    assert FunnelConfig.preset("large", blocks="8-8-8").d_model == 1024
+    assert FunnelConfig.preset("large", blocks="8-8-8").dim == 1024
     with pytest.raises(ValueError, match="tiny"):
         FunnelConfig.preset("huge")
-
-
-def _dense_bias(att, q, inputs):
-    """The bias written out directly: r(p_i - p_j) for every pair, a `where` for the token-type term, [CLS] row and
-    column zeroed, padding -1e6; all (batch, heads, I, J)."""
-    cfg = att.cfg
-    scale = 1.0 / math.sqrt(cfg.d_head)
-    d = torch.tensor(inputs.q_pos)[:, None] - torch.tensor(inputs.k_pos)[None]
-    half = cfg.d_model // 2
-    inv = 1.0 / (10000 ** (torch.arange(half) / half))
-    r = torch.cat([(d[..., None] * inv).sin(), (d[..., None] * inv).cos()], -1)
-    pos = torch.einsum("binh,dnh,ijd->bnij", (q + att.r_r_bias) * scale, att.r_kernel, r)
-    seg = torch.einsum("binh,snh->bnis", (q + att.r_s_bias) * scale, att.seg_embed)
-    qt, kt = inputs.q_types, inputs.k_types
-    same = (qt[:, :, None] == kt[:, None]) | (qt == 2)[:, :, None] | (kt == 2)[:, None]
-    rel = pos + torch.where(same[:, None], seg[..., 1:], seg[..., :1])
-    if cfg.separate_cls:
-        rel[:, :, 0, :] = 0
-        rel[:, :, :, 0] = 0
-    return rel + ((inputs.k_mask - 1.0) * 1e6)[:, None, None, :]
 
 
 @pytest.mark.parametrize("sep", [True, False])
 @pytest.mark.parametrize("attention_type", ["rel_shift", "factorized"])
 @pytest.mark.parametrize("shift", [1, 2])
-def test_attention_bias_equals_the_direct_formula(sep, attention_type, shift):
+def test_fused_attention_bias_equals_the_reference_formulation(sep, attention_type, shift):
+    """The fused bias (one baddbmm on a strided view) == the equations written pair by pair, values and grads."""
     cfg = tiny(separate_cls=sep, attention_type=attention_type)
     torch.manual_seed(0)
     att = FunnelModel(cfg).encoder.blocks[0][0].attention
@@ -227,15 +208,34 @@ def test_attention_bias_equals_the_direct_formula(sep, attention_type, shift):
     k_mask = torch.ones(2, n_k)
     k_mask[1, 8:] = 0
     inputs = AttentionInputs(q_pos, k_pos, shift, 1, q_types, k_types, k_mask)
-    q = torch.randn(2, n_q, cfg.n_head, cfg.d_head, requires_grad=True)
-    got, want = att.bias(q, inputs), _dense_bias(att, q, inputs)
-    assert got.shape == (2, cfg.n_head, n_q, n_k)
+    q = torch.randn(2, n_q, cfg.num_heads, cfg.head_dim, requires_grad=True)
+    got, want = att.bias(q, inputs), att.reference_bias(q, inputs)
+    assert got.shape == (2, cfg.num_heads, n_q, n_k)
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     g = torch.randn(got.shape)
-    ga = torch.autograd.grad((got * g).sum(), [q, att.r_kernel, att.seg_embed, att.r_s_bias])
-    gb = torch.autograd.grad((want * g).sum(), [q, att.r_kernel, att.seg_embed, att.r_s_bias])
+    params = [q, att.r_kernel, att.seg_embed, att.r_s_bias, att.r_r_bias]
+    ga = torch.autograd.grad((got * g).sum(), params)
+    gb = torch.autograd.grad((want * g).sum(), params)
     for a, b in zip(ga, gb, strict=True):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_reference_bias_reads_the_equations():
+    """One entry of the reference, computed by hand from the paper's formula."""
+    cfg = tiny(separate_cls=False)
+    torch.manual_seed(0)
+    att = FunnelModel(cfg).encoder.blocks[0][0].attention
+    q = torch.randn(1, 3, cfg.num_heads, cfg.head_dim)
+    inputs = AttentionInputs([0, 1, 2], [0, 1, 2, 3], 1, 1, torch.tensor([[0, 0, 1]]), torch.tensor([[0, 1, 1, 2]]),
+                             torch.tensor([[1.0, 1.0, 1.0, 0.0]]))
+    bias = att.reference_bias(q, inputs)
+    i, j, n = 2, 0, 1  # query type 1, key type 0: different segments; distance 2
+    w = 1.0 / (10000 ** (torch.arange(cfg.dim // 2) / (cfg.dim // 2)))
+    r = torch.cat([(2 * w).sin(), (2 * w).cos()])
+    want = ((q[0, i, n] + att.r_r_bias[n]) @ (r @ att.r_kernel[:, n])
+            + (q[0, i, n] + att.r_s_bias[n]) @ att.seg_embed[0, n]) / math.sqrt(cfg.head_dim)
+    torch.testing.assert_close(bias[0, n, i, j], want)
+    assert bias[0, n, i, 3] < -1e5  # padded key
 
 
 def test_token_types_must_be_0_1_or_2():

@@ -9,10 +9,10 @@ from paperzoo.papers.funnel.pretrain import build_pretrainer, classifier_from_pr
 
 def test_electra_pretraining_learns_and_transfers():
     torch.manual_seed(0)
-    cfg = FunnelConfig.preset("tiny", blocks="1-1", dropout=0.0, attention_dropout=0.0, vocab_size=60)
+    cfg = FunnelConfig.preset("tiny", blocks="1-1", dropout=0.0, attn_dropout=0.0, vocab_size=60)
     model = build_pretrainer(cfg, generator_size=0.5, max_len=32)
-    assert isinstance(model.discriminator, FunnelModel)
-    assert model.generator.body.embeddings.word is model.discriminator.embeddings.word_embeddings
+    assert isinstance(model.discriminator_body, FunnelModel)
+    assert model.generator.body.embeddings.word is model.discriminator_body.embeddings.word_embeddings
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 60, (8, 16), generator=g)
     ids[:, 0] = 2  # [CLS]
@@ -30,7 +30,7 @@ def test_electra_pretraining_learns_and_transfers():
     assert out.disc_logits.shape == ids.shape
     assert sum(losses[-4:]) < 0.8 * sum(losses[:4])
     clf = classifier_from_pretrained(model, num_labels=3)
-    enc = model.discriminator
+    enc = model.discriminator_body
     with torch.no_grad():
         base_out = clf.funnel(ids, mask).last_hidden_state
         ref = FunnelBase(cfg)

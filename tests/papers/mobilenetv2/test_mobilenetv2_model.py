@@ -27,6 +27,12 @@ SIZE_TABLE = {  # width: (parameters, multiply-adds)
 }
 
 
+
+def _four_row_net(**overrides) -> MobileNetV2Config:
+    """The recipe's smoke-test network: model preset tiny with a four-row table (two shortcut-eligible blocks)."""
+    return MobileNetV2Config.preset("tiny", width_multiplier=1.0, stem_channels=16, head_channels=128,
+                                    blocks=((1, 8, 1, 1), (6, 16, 2, 2), (6, 24, 2, 2), (6, 32, 1, 1)), **overrides)
+
 def test_width_1_parameter_count_is_torchvisions():
     model = MobileNetV2ForImageClassification(MobileNetV2Config())
     assert count_parameters(model) == 3_504_872
@@ -75,7 +81,7 @@ def test_paper_table_structure():
 
 def test_defaults_follow_the_papers_reference_code():
     cfg = MobileNetV2Config()
-    assert (cfg.tf_padding, cfg.keep_head_channels, cfg.round_expansion, cfg.bn_eps) == (True, True, True, 1e-3)
+    assert (cfg.tf_padding, cfg.keep_head_channels, cfg.round_expansion, cfg.norm_eps) == (True, True, True, 1e-3)
     assert cfg.bn_momentum == pytest.approx(1 - 0.997) and cfg.dropout == 0.2 and cfg.linear_bottleneck
     bn = MobileNetV2Model(cfg).stem.bn
     assert bn.momentum == pytest.approx(0.003) and bn.eps == 1e-3
@@ -127,7 +133,7 @@ def test_small_input_variant():
 
 
 def test_linear_bottleneck_flag():
-    model = MobileNetV2Model(MobileNetV2Config.preset("tiny", linear_bottleneck=False))
+    model = MobileNetV2Model(_four_row_net(linear_bottleneck=False))
     assert all(isinstance(b.project.act, nn.ReLU6) for b in model.blocks)
     out = model.blocks[2](torch.randn(1, 16, 8, 8) - 5.0)
     assert model.blocks[2].use_residual and out.shape == (1, 16, 8, 8)
@@ -149,11 +155,11 @@ def _manual_expansion_forward(model, x):
 def test_shortcut_modes():
     torch.manual_seed(0)
     x = torch.randn(2, 3, 32, 32)
-    base = MobileNetV2Model(MobileNetV2Config.preset("tiny")).eval()
+    base = MobileNetV2Model(_four_row_net()).eval()
     state = base.state_dict()
     outs = {}
     for mode in ("bottleneck", "expansion", "none"):
-        m = MobileNetV2Model(MobileNetV2Config.preset("tiny", shortcut=mode)).eval()
+        m = MobileNetV2Model(_four_row_net(shortcut=mode)).eval()
         m.load_state_dict(state)  # same parameters: only the wiring differs
         assert sum(b.use_residual for b in m.blocks) == (2 if mode == "bottleneck" else 0)
         with torch.no_grad():
@@ -178,7 +184,7 @@ def test_expand_ratio_override(t):
 
 def test_classification_loss_and_grad():
     torch.manual_seed(0)
-    model = MobileNetV2ForImageClassification(MobileNetV2Config.preset("tiny"))
+    model = MobileNetV2ForImageClassification(_four_row_net())
     out = model(pixel_values=torch.randn(4, 3, 32, 32), labels=torch.tensor([0, 1, 2, 3]))
     out.loss.backward()
     assert out.loss.item() == pytest.approx(torch.log(torch.tensor(10.0)).item(), abs=0.2)

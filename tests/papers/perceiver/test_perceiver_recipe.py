@@ -11,20 +11,20 @@ from paperzoo.papers.perceiver import recipe
 
 def test_baseline_matches_the_parameter_budget():
     for name in ("tiny", "small"):
-        for task, spec in recipe.PRESETS[name].specs.items():
+        for task, spec in recipe.PRESETS[name].model.items():
             models = recipe.build_models(task, spec)
             n = {k: sum(p.numel() for p in m.parameters()) for k, m in models.items()}
             assert abs(n["transformer"] - n["perceiver"]) / n["perceiver"] < 0.1, (name, task, n)
 
 
 def test_models_take_the_raw_inputs():
-    spec = recipe.PRESETS["tiny"].specs["fsdd"]
+    spec = recipe.PRESETS["tiny"].model["fsdd"]
     models = recipe.build_models("fsdd", spec)
     wave = torch.randn(2, recipe.AUDIO_SAMPLES)
     assert recipe._logits(models["perceiver"], wave).shape == (2, 10)
     assert recipe._logits(models["transformer"], wave).shape == (2, 10)
     img = recipe.prepare("cifar10", torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8))
-    assert recipe._logits(recipe.build_models("cifar10", recipe.PRESETS["tiny"].specs["cifar10"])["perceiver"],
+    assert recipe._logits(recipe.build_models("cifar10", recipe.PRESETS["tiny"].model["cifar10"])["perceiver"],
                           img).shape == (2, 10)
 
 

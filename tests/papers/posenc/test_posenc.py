@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from paperzoo import registry
 from paperzoo.papers.posenc import recipe
 from paperzoo.papers.posenc.model import ENCODINGS, CharLM, CharLMConfig
+from paperzoo.recipes import Job, run_jobs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -69,7 +70,7 @@ def test_learned_positions_cannot_extrapolate_the_others_can():
 
 
 def test_permutation_equivariance_without_positions():
-    perm = recipe.permutation_check("tiny")
+    perm = recipe.permutation_check(recipe.PRESETS["tiny"].model)
     assert perm["bidirectional"] < 1e-10  # float64: equivariant up to rounding
     assert perm["causal"] > 1e-3  # the causal mask encodes order
     torch.manual_seed(0)  # and with positions, a bidirectional encoder is not equivariant
@@ -103,13 +104,24 @@ def test_char_windows_are_consecutive_characters():
         recipe.CharWindows(torch.arange(5), 8)
 
 
+def _job(encoding: str, seed: int = 0) -> Job:
+    return Job(encoding, seed, recipe.config_for(recipe.PRESETS["tiny"].model, encoding))
+
+
 def test_resume_reuses_a_finished_run(tmp_path):
     done = tmp_path / "rotary" / "seed-1"
     done.mkdir(parents=True)
-    (done / "seed_result.json").write_text(json.dumps({"encoding": "rotary", "seed": 1, "marker": 7}))
-    assert recipe.train_one("rotary", 1, "tiny", tmp_path, resume=True)["marker"] == 7
+    (done / "job.json").write_text(json.dumps({"encoding": "rotary", "seed": 1, "marker": 7}))
+    res = run_jobs(recipe.train_job, [_job("rotary", 1)], tmp_path, resume=True, args=(recipe.PRESETS["tiny"],))
+    assert res["rotary", 1]["marker"] == 7
     with pytest.raises(ValueError, match="encoding must be one of"):
-        recipe.train_one("xpos", 0, "tiny", tmp_path)
+        recipe.config_for(recipe.PRESETS["tiny"].model, "xpos")
+
+
+def test_variants_and_presets():
+    assert recipe.config_for(CharLMConfig.preset("tiny"), "learned-wide").learned_init_std == 0.5 ** 0.5
+    assert CharLMConfig.preset("tiny").transformer.position == "sinusoidal"  # the paper's encoding by default
+    assert recipe.PRESETS["small"].model == CharLMConfig.preset("small", "none")
 
 
 def test_registered_and_bad_arguments_refused(tmp_path):
@@ -117,17 +129,18 @@ def test_registered_and_bad_arguments_refused(tmp_path):
     assert paper.arxiv == "1706.03762" and "posenc" in paper.recipes
     with pytest.raises(ValueError, match="valid: small, longer, tiny"):
         recipe.run(preset="huge", out=tmp_path)
-    with pytest.raises(ValueError, match="seeds must be an int >= 1"):
+    with pytest.raises(ValueError, match="seeds: expected an int >= 1"):
         recipe.run(preset="tiny", seeds=0, out=tmp_path)
 
 
 def test_one_tiny_run_learns(tmp_path):
     """The smoke test of learning: train loss falls by >= 25% from ln(65) ~ 4.2 in 40 steps, and held-out ppl at L
     beats the no-context unigram baseline (~ 28)."""
-    r = recipe.train_one("rotary", 0, "tiny", tmp_path, progress=False)
+    res = run_jobs(recipe.train_job, [_job("rotary")], tmp_path, progress=False, args=(recipe.PRESETS["tiny"],))
+    r = res["rotary", 0]
     assert r["final_loss"] < 0.75 * r["first_loss"], (r["first_loss"], r["final_loss"])
     assert r["ppl"]["32"] < 25 and math.isfinite(r["ppl"]["128"])
-    assert (tmp_path / "rotary" / "seed-0" / "seed_result.json").is_file()
+    assert (tmp_path / "rotary" / "seed-0" / "job.json").is_file()
 
 
 @pytest.mark.slow
@@ -137,7 +150,7 @@ def test_tiny_study_learns_and_reports(tmp_path, monkeypatch):
     monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
     run_dir = recipe.run(preset="tiny", seeds=1, out=tmp_path / "run")
     for enc in ENCODINGS:
-        r = json.loads((run_dir / enc / "seed-0" / "seed_result.json").read_text())
+        r = json.loads((run_dir / enc / "seed-0" / "job.json").read_text())
         assert r["final_loss"] < 0.75 * r["first_loss"], (enc, r["first_loss"], r["final_loss"])
         assert r["ppl"]["32"] < 25, enc  # the unigram baseline is ~ 28
         assert (r["ppl"]["128"] is None) == (enc == "learned")

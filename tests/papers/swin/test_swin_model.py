@@ -26,7 +26,7 @@ from paperzoo.papers.swin.model import (
 
 def _block(window: int, shift: int, dim: int = 16, heads: int = 2) -> SwinBlock:
     torch.manual_seed(0)
-    cfg = SwinConfig(embed_dim=dim, depths=(2,), num_heads=(heads,), window_size=window, drop_path_rate=0.0)
+    cfg = SwinConfig(dim=dim, depths=(2,), num_heads=(heads,), window_size=window, drop_path_rate=0.0)
     block = SwinBlock(cfg, dim, heads, shift, 0.0).eval()
     with torch.no_grad():
         block.attn.relative_position_bias_table.normal_()
@@ -203,9 +203,25 @@ def test_input_validation():
     with pytest.raises(ValueError, match="floating"):
         model(torch.zeros(1, 3, 32, 32, dtype=torch.uint8))
     with pytest.raises(ValueError, match="divisible"):
-        SwinConfig(embed_dim=30, num_heads=(4, 8, 16, 32))
+        SwinConfig(dim=30, num_heads=(4, 8, 16, 32))
     with pytest.raises(ValueError, match="preset"):
         SwinConfig.preset("huge")
     clf = SwinForImageClassification(SwinConfig.preset("tiny"))
     with pytest.raises(ValueError, match="labels"):
         clf(torch.randn(2, 3, 32, 32), labels=torch.zeros(3, dtype=torch.long))
+
+
+def test_a_stage_is_patch_merging_then_its_blocks():
+    torch.manual_seed(0)
+    model = SwinModel(SwinConfig.preset("tiny")).eval()
+    first, second = model.stages
+    assert first.patch_merging is None and second.patch_merging is not None
+    x = torch.randn(2, 16, 16, 32)
+    with torch.no_grad():
+        y = second.patch_merging(x)  # (2, 8, 8, 64)
+        for block in second.blocks:
+            y = block(y, model.masks)
+        torch.testing.assert_close(second(x, model.masks), y)
+        assert y.shape == (2, 8, 8, 64)
+        hidden = model(torch.randn(1, 3, 32, 32), output_hidden_states=True).hidden_states
+    assert [tuple(h.shape) for h in hidden] == [(1, 16, 16, 32), (1, 16, 16, 32), (1, 8, 8, 64)]

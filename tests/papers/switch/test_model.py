@@ -10,7 +10,7 @@ from paperzoo.papers.switch.moe import SwitchMoE
 
 
 def test_switch_every_other_ffn_and_dense_baseline():
-    cfg = SwitchLMConfig.preset("tiny", depth=4)
+    cfg = SwitchLMConfig.preset("tiny", num_layers=4)
     kinds = [type(b.ffn) for b in SwitchLM(cfg).encoder.layers]
     assert kinds == [FeedForward, SwitchMoE, FeedForward, SwitchMoE]
     assert all(type(b.ffn) is FeedForward for b in SwitchLM(cfg.dense()).encoder.layers)
@@ -28,7 +28,7 @@ def test_flops_per_token_match_dense_up_to_the_router():
 
 def test_loss_is_lm_plus_balance_per_layer():
     torch.manual_seed(0)
-    cfg = SwitchLMConfig.preset("tiny", depth=4, z_loss_coef=1e-3)
+    cfg = SwitchLMConfig.preset("tiny", num_layers=4, z_loss_coef=1e-3)
     m = SwitchLM(cfg)
     ids = torch.randint(0, cfg.vocab_size, (2, 16))
     out = m(ids, labels=ids)

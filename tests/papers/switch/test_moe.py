@@ -6,22 +6,26 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from paperzoo.papers.switch.moe import SwitchMoE, balance_loss, expert_capacity, router_z_loss
+from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig, balance_loss, expert_capacity, router_z_loss
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+def layer(dim: int, ffn_dim: int, num_experts: int, **kw) -> SwitchMoE:
+    return SwitchMoE(SwitchMoEConfig(dim=dim, ffn_dim=ffn_dim, num_experts=num_experts, **kw))
+
+
 def reference(moe: SwitchMoE, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """A slow loop over choices, tokens and experts, written straight from the paper's rules."""
-    xt = x.reshape(-1, moe.dim)
-    T, E, k = xt.shape[0], moe.num_experts, moe.k
+    xt = x.reshape(-1, moe.config.dim)
+    T, E, k = xt.shape[0], moe.config.num_experts, moe.config.k
     valid = torch.ones(T, dtype=torch.bool) if mask is None else mask.reshape(-1).bool()
     with torch.no_grad():
         probs = F.linear(xt.float(), moe.router.weight).softmax(-1)
     gate, idx = probs.topk(k, dim=-1)
     if k > 1:
         gate = gate / gate.sum(-1, keepdim=True)
-    G = x.shape[0] if moe.route_per_sequence else 1
+    G = x.shape[0] if moe.config.route_per_sequence else 1
     Tg = T // G
     C = moe.current_capacity(Tg)
     y = torch.zeros_like(xt)
@@ -41,7 +45,7 @@ def reference(moe: SwitchMoE, x: torch.Tensor, mask: torch.Tensor | None = None)
 def all_to_expert0(T: int = 16, E: int = 4, **kw) -> tuple[SwitchMoE, torch.Tensor]:
     """A layer whose router sends every token to expert 0 (feature 0 is positive, router row 0 reads it)."""
     torch.manual_seed(0)
-    moe = SwitchMoE(8, 16, E, **kw)
+    moe = layer(8, 16, E, **kw)
     with torch.no_grad():
         moe.router.weight.zero_()
         moe.router.weight[0, 0] = 5.0
@@ -56,11 +60,11 @@ def test_capacity_formula():
     assert expert_capacity(1001, 8, 1.0) == 125  # floor
     assert expert_capacity(10, 8, 1.0, min_capacity=4) == 4
     assert expert_capacity(1024, 8, 1.0, k=2) == 256
-    moe = SwitchMoE(8, 16, 4, min_capacity=1)
+    moe = layer(8, 16, 4, min_capacity=1)
     x = torch.randn(2, 16, 8)
     assert int(moe.train()(x).aux["capacity"]) == math.floor(1.25 * 32 / 4)
     assert int(moe.eval()(x).aux["capacity"]) == math.floor(2.0 * 32 / 4)
-    assert int(SwitchMoE(8, 16, 4, capacity=3)(x).aux["capacity"]) == 3
+    assert int(layer(8, 16, 4, capacity=3)(x).aux["capacity"]) == 3
 
 
 def test_position_priority_dropping_and_zero_output():
@@ -81,8 +85,8 @@ def test_position_priority_dropping_and_zero_output():
 def test_matches_loop_reference_with_binding_capacity():
     torch.manual_seed(1)
     for k, per_seq in ((1, False), (2, False), (1, True), (2, True)):
-        moe = SwitchMoE(8, 16, 4, k=k, min_capacity=1, capacity_factor=0.5, jitter_eps=0.0,
-                        route_per_sequence=per_seq).train()
+        moe = layer(8, 16, 4, k=k, min_capacity=1, capacity_factor=0.5, jitter_eps=0.0,
+                    route_per_sequence=per_seq).train()
         x = torch.randn(3, 10, 8)
         mask = torch.rand(3, 10) > 0.2
         y, aux = moe(x, mask)
@@ -92,7 +96,7 @@ def test_matches_loop_reference_with_binding_capacity():
 
 def test_output_scaled_by_router_probability():
     torch.manual_seed(2)
-    moe = SwitchMoE(8, 16, 4).eval()
+    moe = layer(8, 16, 4).eval()
     x = torch.randn(1, 6, 8)
     y, _ = moe(x)
     probs = F.linear(x[0], moe.router.weight).softmax(-1)
@@ -109,7 +113,7 @@ def test_balance_loss_is_one_under_uniform_routing():
     top1 = torch.arange(32) % E
     assert float(balance_loss(probs, top1)) == pytest.approx(1.0, abs=1e-7)
     # f uniform and P uniform through the layer: two mirrored tokens, two experts.
-    moe = SwitchMoE(2, 4, 2).eval()
+    moe = layer(2, 4, 2).eval()
     with torch.no_grad():
         moe.router.weight.copy_(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]))
     x = torch.tensor([[[1.0, 0.3], [-1.0, 0.3]]])
@@ -121,7 +125,7 @@ def test_balance_loss_is_one_under_uniform_routing():
 
 def test_z_loss_on_raw_logits():
     torch.manual_seed(4)
-    moe = SwitchMoE(8, 16, 4).eval()
+    moe = layer(8, 16, 4).eval()
     x = torch.randn(2, 5, 8)
     logits = F.linear(x.reshape(-1, 8), moe.router.weight)
     expect = torch.logsumexp(logits, -1).square().mean()
@@ -134,7 +138,7 @@ def test_z_loss_on_raw_logits():
 
 def test_router_stays_fp32_under_bf16_autocast():
     torch.manual_seed(5)
-    moe = SwitchMoE(8, 16, 4, jitter_eps=0.0).eval()
+    moe = layer(8, 16, 4, jitter_eps=0.0).eval()
     x = torch.randn(2, 5, 8)
     seen = []
     moe.router.register_forward_hook(lambda m, i, o: seen.append(o))
@@ -153,7 +157,7 @@ def test_router_stays_fp32_under_bf16_autocast():
 
 def test_jitter_only_in_training():
     torch.manual_seed(6)
-    moe = SwitchMoE(8, 16, 4, jitter_eps=0.1)
+    moe = layer(8, 16, 4, jitter_eps=0.1)
     x = torch.randn(2, 5, 8)
     seen = []
     moe.router.register_forward_hook(lambda m, i, o: seen.append(o.detach()))
@@ -192,7 +196,7 @@ def test_padding_ignored_by_routing_and_losses():
 
 def test_fraction_dropped_and_load_metrics():
     torch.manual_seed(7)
-    moe = SwitchMoE(8, 16, 4, min_capacity=1, capacity_factor=0.5, jitter_eps=0.0).train()
+    moe = layer(8, 16, 4, min_capacity=1, capacity_factor=0.5, jitter_eps=0.0).train()
     x = torch.randn(4, 8, 8)
     aux = moe(x).aux
     C = int(aux["capacity"])
@@ -205,7 +209,7 @@ def test_fraction_dropped_and_load_metrics():
 
 def test_losses_differentiable_and_router_gets_gate_gradient():
     torch.manual_seed(8)
-    moe = SwitchMoE(8, 16, 4).train()
+    moe = layer(8, 16, 4).train()
     y, aux = moe(torch.randn(2, 6, 8))
     (y.square().sum()).backward(retain_graph=True)
     assert moe.router.weight.grad.abs().sum() > 0 and moe.w1.grad.abs().sum() > 0
@@ -216,7 +220,7 @@ def test_losses_differentiable_and_router_gets_gate_gradient():
 
 def test_expert_dropout_and_init_scale():
     torch.manual_seed(9)
-    moe = SwitchMoE(256, 512, 8, expert_dropout=0.5, jitter_eps=0.0)
+    moe = layer(256, 512, 8, expert_dropout=0.5, jitter_eps=0.0)
     x = torch.randn(2, 16, 256)
     moe.eval()
     torch.testing.assert_close(moe(x).hidden_states, moe(x).hidden_states)
@@ -230,13 +234,13 @@ def test_expert_dropout_and_init_scale():
 
 def test_memory_is_linear_no_dense_dispatch_tensor():
     torch.manual_seed(10)
-    moe = SwitchMoE(16, 32, 128).eval()
+    moe = layer(16, 32, 128).eval()
     y, aux = moe(torch.randn(8, 512, 16))  # a (T, E, C) tensor would hold 4096 * 128 * 64 floats
     assert y.shape == (8, 512, 16) and int(aux["capacity"]) == 64
 
 
 def test_validation_errors():
-    moe = SwitchMoE(8, 16, 4)
+    moe = layer(8, 16, 4)
     with pytest.raises(ValueError, match=r"\(batch, seq, 8\)"):
         moe(torch.randn(2, 3, 7))
     with pytest.raises(ValueError, match="floating"):
@@ -244,20 +248,20 @@ def test_validation_errors():
     with pytest.raises(ValueError, match="mask must have shape"):
         moe(torch.randn(2, 3, 8), torch.ones(2, 4))
     with pytest.raises(ValueError, match="activation"):
-        SwitchMoE(8, 16, 4, activation="tanh")
+        layer(8, 16, 4, activation="tanh")
     with pytest.raises(ValueError, match="at least one token"):
         moe(torch.randn(0, 8))
     with pytest.raises(ValueError, match="k must be"):
-        SwitchMoE(8, 16, 4, k=5)
+        layer(8, 16, 4, k=5)
 
 
 def test_trimmed_buffer_identical_to_full_capacity():
     torch.manual_seed(11)
     for k, per_seq in ((1, False), (1, True), (2, True)):
-        a = SwitchMoE(8, 16, 4, k=k, min_capacity=1, capacity_factor=0.75, jitter_eps=0.0,
-                      route_per_sequence=per_seq).train()
-        b = SwitchMoE(8, 16, 4, k=k, min_capacity=1, capacity_factor=0.75, jitter_eps=0.0,
-                      route_per_sequence=per_seq, trim_capacity=False).train()
+        a = layer(8, 16, 4, k=k, min_capacity=1, capacity_factor=0.75, jitter_eps=0.0,
+                  route_per_sequence=per_seq).train()
+        b = layer(8, 16, 4, k=k, min_capacity=1, capacity_factor=0.75, jitter_eps=0.0,
+                  route_per_sequence=per_seq, trim_capacity=False).train()
         b.load_state_dict(a.state_dict())
         x = torch.randn(3, 10, 8)
         mask = torch.rand(3, 10) > 0.2

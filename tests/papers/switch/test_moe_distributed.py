@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from paperzoo.papers.switch.moe import SwitchMoE
+from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 
 D, HID, E, B, S = 8, 16, 8, 2, 12
 
@@ -39,10 +39,11 @@ def _worker(rank: int, world: int, init_method: str, k: int) -> None:
     try:
         kw = dict(k=k, min_capacity=1, capacity_factor=1.0, jitter_eps=0.0)
         with pytest.raises(ValueError, match="divisible"):
-            SwitchMoE(D, HID, world + 1, group="world")
+            SwitchMoE(SwitchMoEConfig(dim=D, ffn_dim=HID, num_experts=world + 1), group="world")
         torch.manual_seed(0)
-        full = SwitchMoE(D, HID, E, **kw).train()
-        ep = SwitchMoE(D, HID, E, group="world", **kw).train()
+        cfg = SwitchMoEConfig(dim=D, ffn_dim=HID, num_experts=E, **kw)
+        full = SwitchMoE(cfg).train()
+        ep = SwitchMoE(cfg, group="world").train()
         n = E // world
         with torch.no_grad():
             ep.router.weight.copy_(full.router.weight)

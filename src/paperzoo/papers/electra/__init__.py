@@ -2,13 +2,19 @@
 
 from paperzoo.registry import Paper, register
 
+from .model import ElectraClassifier, ElectraConfig, ElectraDiscriminator, ElectraGenerator
+from .objective import DiscriminatorMLMHead, ElectraPretrainer, ObjectiveConfig
+
+__all__ = ["DiscriminatorMLMHead", "ElectraClassifier", "ElectraConfig", "ElectraDiscriminator", "ElectraGenerator",
+           "ElectraPretrainer", "ObjectiveConfig"]
+
 register(Paper(
     name="electra",
     title="ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators",
     arxiv="2003.10555",
     year=2020,
     status="verified",
-    models=("ElectraGenerator", "ElectraDiscriminator", "ElectraClassifier", "ElectraPretrainer"),
+    models=("ElectraGenerator", "ElectraDiscriminator", "ElectraClassifier"),
     recipes={"electra": "paperzoo.papers.electra.recipe:run",
              "electra-ablations": "paperzoo.papers.electra.recipe:run_ablations"},
     benches={"electra": "paperzoo.bench.electra:run"},
@@ -18,5 +24,5 @@ register(Paper(
         "Learning from all tokens matters: ELECTRA > All-Tokens MLM > Replace MLM ~ ELECTRA 15% ~ BERT "
         "(paper Table 5: 85.0, 84.3, 82.4, 82.4, 82.2 GLUE).",
     ),
-    presets=("tiny", "quick", "full"),
+    presets=("tiny", "small"),
 ))

@@ -53,13 +53,14 @@ def layerwise_lr_groups(model: nn.Module, lr: float, layer_decay: float = 0.8, w
     return [groups[k] for k in sorted(groups)]
 
 
-def classifier_fn(encoder_cfg: ElectraConfig, encoder_state: dict[str, torch.Tensor], cfg: FinetuneConfig
+def classifier_fn(config: ElectraConfig, encoder_state: dict[str, torch.Tensor], cfg: FinetuneConfig
                   ) -> Callable[[int], tuple[nn.Module, list[dict]]]:
-    """For :func:`paperzoo.train.finetune.finetune_task`: ``num_labels -> (ElectraClassifier on encoder_state, its
-    layer-wise groups)``; ``encoder_state`` is a TextEncoder state dict."""
+    """For :func:`paperzoo.train.finetune.finetune_task`: ``num_labels -> (ElectraClassifier(config) on
+    encoder_state, its layer-wise groups)``; ``encoder_state`` is the state dict of a TextEncoder of
+    ``config.discriminator_config()``."""
 
     def build(num_labels: int) -> tuple[nn.Module, list[dict]]:
-        model = ElectraClassifier(encoder_cfg, num_labels=num_labels, classifier_dropout=cfg.dropout)
+        model = ElectraClassifier(config, num_labels=num_labels, classifier_dropout=cfg.dropout)
         model.body.load_state_dict(encoder_state, strict=True)
         return model, layerwise_lr_groups(model, cfg.lr, cfg.layer_decay, cfg.weight_decay)
 

@@ -12,7 +12,9 @@ HF class                           paperzoo class             head weights (HF n
 ``ElectraForSequenceClassification``  :class:`ElectraClassifier`  ``classifier.dense/out_proj`` -> ``head.dense/out``
 =================================  =========================  =====================================================
 
-The encoder goes through :func:`paperzoo.hf.bert.bert_from_hf` / :func:`~paperzoo.hf.bert.bert_to_hf`.
+The encoder goes through :func:`paperzoo.hf.bert.bert_from_hf` / :func:`~paperzoo.hf.bert.bert_to_hf`; the
+model's :class:`~.model.ElectraConfig` is read off the converted encoder (:func:`electra_config`, a generator's with
+``generator_size=1``: HF describes the generator by its own sizes).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from torch import nn
 
 from paperzoo.hf import register_converter
 from paperzoo.hf.bert import bert_from_hf, bert_to_hf
+from paperzoo.nn.transformer import TextEncoderConfig
 
-from .model import ElectraClassifier, ElectraDiscriminator, ElectraGenerator
+from .model import ElectraClassifier, ElectraConfig, ElectraDiscriminator, ElectraGenerator
 
-__all__ = ["discriminator_from_hf", "discriminator_to_hf", "generator_from_hf", "generator_to_hf",
+__all__ = ["electra_config", "discriminator_from_hf", "discriminator_to_hf", "generator_from_hf", "generator_to_hf",
            "classifier_from_hf", "classifier_to_hf"]
 
 _HEADS = {
@@ -56,6 +59,20 @@ def _wrap(ours: nn.Module, body: nn.Module, hf_model: Any, hf_name: str) -> nn.M
     return ours.train(hf_model.training)
 
 
+def electra_config(encoder: TextEncoderConfig) -> ElectraConfig:
+    """The :class:`ElectraConfig` (``generator_size=1``) whose ``discriminator_config()`` is ``encoder``."""
+    t = encoder.transformer
+    cfg = ElectraConfig(vocab_size=encoder.vocab_size, embedding_dim=encoder.embedding_dim or t.dim, dim=t.dim,
+                        num_layers=t.depth, num_heads=t.num_heads, ffn_dim=t.hidden_dim, max_len=t.max_len,
+                        type_vocab_size=encoder.type_vocab_size, activation=t.activation, dropout=t.dropout,
+                        attn_dropout=t.attn_dropout, norm_eps=t.norm_eps, pad_token_id=encoder.pad_token_id,
+                        generator_size=1.0)
+    if cfg.discriminator_config() != encoder:
+        raise ValueError(f"this encoder is not ELECTRA-shaped (post-norm, learned positions, one LayerNorm eps): "
+                         f"{encoder}")
+    return cfg
+
+
 def _check(hf_model: Any, name: str) -> None:
     if type(hf_model).__name__ != name and name not in [c.__name__ for c in type(hf_model).__mro__]:
         raise ValueError(f"expected a transformers.{name}, got {type(hf_model).__name__}")
@@ -65,7 +82,7 @@ def discriminator_from_hf(hf_model: Any) -> ElectraDiscriminator:
     """:class:`ElectraDiscriminator` with the weights of a ``transformers.ElectraForPreTraining``."""
     _check(hf_model, "ElectraForPreTraining")
     body = bert_from_hf(hf_model.electra)
-    return _wrap(ElectraDiscriminator(body.cfg), body, hf_model, "ElectraForPreTraining")
+    return _wrap(ElectraDiscriminator(electra_config(body.cfg)), body, hf_model, "ElectraForPreTraining")
 
 
 def generator_from_hf(hf_model: Any) -> ElectraGenerator:
@@ -74,7 +91,8 @@ def generator_from_hf(hf_model: Any) -> ElectraGenerator:
     word, lm = hf_model.electra.embeddings.word_embeddings.weight, hf_model.generator_lm_head.weight
     tied = lm is word or (lm.data_ptr() == word.data_ptr() and lm.shape == word.shape)
     body = bert_from_hf(hf_model.electra)
-    ours = _wrap(ElectraGenerator(body.cfg, tie_word_embeddings=tied), body, hf_model, "ElectraForMaskedLM")
+    ours = _wrap(ElectraGenerator(electra_config(body.cfg), tie_word_embeddings=tied), body, hf_model,
+                 "ElectraForMaskedLM")
     with torch.no_grad():
         ours.head.bias.copy_(hf_model.generator_lm_head.bias)
         if not tied:
@@ -90,7 +108,7 @@ def classifier_from_hf(hf_model: Any) -> ElectraClassifier:
         raise ValueError("only single-label classification and regression convert (problem_type "
                          "'single_label_classification' or 'regression')")
     body = bert_from_hf(hf_model.electra)
-    ours = ElectraClassifier(body.cfg, c.num_labels, c.classifier_dropout)
+    ours = ElectraClassifier(electra_config(body.cfg), c.num_labels, c.classifier_dropout)
     return _wrap(ours, body, hf_model, "ElectraForSequenceClassification")
 
 
@@ -114,7 +132,7 @@ def _finish(hf: Any, base: Any, model: nn.Module, name: str) -> Any:
 
 
 def discriminator_to_hf(model: ElectraDiscriminator) -> Any:
-    """``transformers.ElectraForPreTraining`` with ``model``'s weights (its head activation is ``hidden_act``)."""
+    """``transformers.ElectraForPreTraining`` with ``model``'s weights (head activation: ``activation``)."""
     import transformers
 
     base, cfg = _hf_config(model)

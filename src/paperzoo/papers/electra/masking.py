@@ -32,14 +32,13 @@ class MaskedBatch:
 
     ``input_ids``: the generator's input (``[MASK]`` at 85% of the chosen positions); ``original_ids``: the
     uncorrupted ids; ``is_masked`` (bool): chosen positions; ``counts`` (int64): how many draws chose each position
-    (the MLM loss weight; 0 or 1 without replacement); ``attention_mask`` (int64): 1 = token, 0 = padding.
+    (the MLM loss weight; 0 or 1 without replacement).
     """
 
     input_ids: torch.Tensor
     original_ids: torch.Tensor
     is_masked: torch.Tensor
     counts: torch.Tensor
-    attention_mask: torch.Tensor
 
     @property
     def num_masked(self) -> int:
@@ -78,28 +77,19 @@ def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, ma
         replacement: draw positions with replacement (the official code) instead of without.
         generator: RNG for the draws (default the global torch RNG, so training state checkpoints cover it).
     """
-    if input_ids.ndim != 2 or input_ids.is_floating_point():
-        raise ValueError(f"input_ids must be an integer (batch, seq) tensor, got {input_ids.dtype} "
-                         f"of shape {tuple(input_ids.shape)}")
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids, dtype=torch.long)
-    if attention_mask.shape != input_ids.shape:
-        raise ValueError(f"attention_mask must have shape {tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}")
-    if not 0.0 < mask_prob <= 1.0:
-        raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
-    if not 0.0 <= mask_token_prob <= 1.0:
-        raise ValueError(f"mask_token_prob must be in [0, 1], got {mask_token_prob}")
+    _check_inputs(input_ids, attention_mask, mask_prob, mask_token_prob)
     b, n = input_ids.shape
     cap = default_max_predictions(n, mask_prob) if max_predictions is None else int(max_predictions)
-    if cap < 1:
-        raise ValueError(f"max_predictions must be >= 1, got {max_predictions}")
+    _check_max_predictions(cap)
     cap = min(cap, n)
     dev = input_ids.device
-    keep = attention_mask.to(torch.bool)
-    cand = keep.clone()
+    tokens = attention_mask.to(torch.bool)  # (batch, seq) the non-pad tokens, [CLS]/[SEP] included
+    cand = tokens.clone()
     for s in set(int(i) for i in special_ids) | {int(mask_token_id)}:
         cand &= input_ids != s
-    k = num_to_predict(keep.sum(1), mask_prob, cap)  # (batch,)
+    k = num_to_predict(tokens.sum(1), mask_prob, cap)  # (batch,)
     slot_valid = torch.arange(cap, device=dev)[None, :] < k[:, None]  # (batch, cap): the first k slots are used
     if replacement:
         probs = cand.to(torch.float32)
@@ -118,4 +108,23 @@ def mask_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, ma
     mask_hits = torch.zeros(b, n, dtype=torch.int64, device=dev).scatter_add_(1, pos, to_mask_token.to(torch.int64))
     is_masked = counts > 0
     masked_ids = torch.where(mask_hits > 0, torch.full_like(input_ids, mask_token_id), input_ids)
-    return MaskedBatch(masked_ids, input_ids, is_masked, counts, attention_mask.to(torch.long))
+    return MaskedBatch(masked_ids, input_ids, is_masked, counts)
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+def _check_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor, mask_prob: float,
+                  mask_token_prob: float) -> None:
+    if input_ids.ndim != 2 or input_ids.is_floating_point():
+        raise ValueError(f"input_ids must be an integer (batch, seq) tensor, got {input_ids.dtype} "
+                         f"of shape {tuple(input_ids.shape)}")
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(f"attention_mask must have shape {tuple(input_ids.shape)}, got {tuple(attention_mask.shape)}")
+    if not 0.0 < mask_prob <= 1.0:
+        raise ValueError(f"mask_prob must be in (0, 1], got {mask_prob}")
+    if not 0.0 <= mask_token_prob <= 1.0:
+        raise ValueError(f"mask_token_prob must be in [0, 1], got {mask_token_prob}")
+
+
+def _check_max_predictions(cap: int) -> None:
+    if cap < 1:
+        raise ValueError(f"max_predictions must be >= 1, got {cap}")

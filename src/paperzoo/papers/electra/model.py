@@ -41,24 +41,25 @@ TIES = ("embeddings", "none", "all")
 class ElectraConfig:
     """Discriminator architecture, generator size and weight sharing.
 
-    Presets (paper Table 7): ``small`` (emb 128, hidden 256, 12 layers, 4 heads, generator 1/4; ``released=True``
-    gives the released ELECTRA-Small's generator as large as the discriminator), ``base`` (768, generator 1/3),
-    ``large`` (1024, 24 layers, generator 1/4), and ``tiny`` for tests.
+    Presets: ``tiny`` (tests), ``small`` (the recipes' laptop scale: emb 64, hidden 128, 4 layers, 2 heads, FFN
+    512, generator 1/4) and the paper's sizes (Table 7): ``paper-small`` (ELECTRA-Small: emb 128, hidden 256, 12
+    layers, 4 heads, generator 1/4; ``released=True`` gives the released model's generator as large as the
+    discriminator), ``base`` (768, generator 1/3), ``large`` (1024, 24 layers, generator 1/4).
     """
 
     vocab_size: int = 30522
     embedding_dim: int = 128
     dim: int = 256
-    depth: int = 12
+    num_layers: int = 12
     num_heads: int = 4
     ffn_dim: int = 1024
     max_len: int = 512
     type_vocab_size: int = 2
-    hidden_act: str = "gelu"
+    activation: str = "gelu"
     dropout: float = 0.1
     attn_dropout: float = 0.1
     norm_eps: float = 1e-12
-    pad_token_id: int = 0
+    pad_token_id: int | None = 0
     generator_size: float = 0.25
     generator_layers: float = 1.0
     tie: str = "embeddings"
@@ -76,14 +77,19 @@ class ElectraConfig:
 
     @classmethod
     def preset(cls, name: str, released: bool = False, **overrides) -> ElectraConfig:
-        """A named size: 'tiny', 'small', 'base' or 'large' (``released``: ELECTRA-Small's full-size generator)."""
+        """A named size: 'tiny', 'small', 'paper-small', 'base' or 'large' (``released``: the released
+        ELECTRA-Small's full-size generator)."""
         sizes = {
-            "tiny": dict(embedding_dim=32, dim=64, depth=2, num_heads=2, ffn_dim=128, max_len=128, vocab_size=1000,
-                         generator_size=0.5, dropout=0.0, attn_dropout=0.0),
-            "small": dict(embedding_dim=128, dim=256, depth=12, num_heads=4, ffn_dim=1024, max_len=512,
+            "tiny": dict(embedding_dim=32, dim=64, num_layers=2, num_heads=2, ffn_dim=128, max_len=128,
+                         vocab_size=1000, generator_size=0.5, dropout=0.0, attn_dropout=0.0),
+            "small": dict(embedding_dim=64, dim=128, num_layers=4, num_heads=2, ffn_dim=512, max_len=128,
                           generator_size=0.25),
-            "base": dict(embedding_dim=768, dim=768, depth=12, num_heads=12, ffn_dim=3072, generator_size=1 / 3),
-            "large": dict(embedding_dim=1024, dim=1024, depth=24, num_heads=16, ffn_dim=4096, generator_size=0.25),
+            "paper-small": dict(embedding_dim=128, dim=256, num_layers=12, num_heads=4, ffn_dim=1024, max_len=512,
+                                generator_size=0.25),
+            "base": dict(embedding_dim=768, dim=768, num_layers=12, num_heads=12, ffn_dim=3072,
+                         generator_size=1 / 3),
+            "large": dict(embedding_dim=1024, dim=1024, num_layers=24, num_heads=16, ffn_dim=4096,
+                          generator_size=0.25),
         }
         if name not in sizes:
             raise ValueError(f"unknown ELECTRA preset {name!r}; valid: {', '.join(sizes)}")
@@ -92,8 +98,8 @@ class ElectraConfig:
             kw = {**kw, "generator_size": 1.0}
         return cls(**{**kw, **overrides})
 
-    def _encoder(self, dim: int, depth: int, heads: int, ffn: int, emb: int | None) -> TextEncoderConfig:
-        t = TransformerConfig(dim=dim, depth=depth, num_heads=heads, ffn_dim=ffn, activation=self.hidden_act,
+    def _encoder(self, dim: int, num_layers: int, heads: int, ffn: int, emb: int | None) -> TextEncoderConfig:
+        t = TransformerConfig(dim=dim, depth=num_layers, num_heads=heads, ffn_dim=ffn, activation=self.activation,
                               norm="layernorm", norm_eps=self.norm_eps, prenorm=False, dropout=self.dropout,
                               attn_dropout=self.attn_dropout, position="learned", max_len=self.max_len,
                               final_norm=False)
@@ -103,7 +109,7 @@ class ElectraConfig:
 
     def discriminator_config(self) -> TextEncoderConfig:
         """The discriminator's (and the fine-tuned model's) encoder."""
-        return self._encoder(self.dim, self.depth, self.num_heads, self.ffn_dim, self.embedding_dim)
+        return self._encoder(self.dim, self.num_layers, self.num_heads, self.ffn_dim, self.embedding_dim)
 
     def generator_config(self) -> TextEncoderConfig:
         """The generator's encoder (official ``get_generator_config``)."""
@@ -112,9 +118,9 @@ class ElectraConfig:
         else:
             dim = int(round(self.dim * self.generator_size))
             heads, ffn = max(1, dim // 64), 4 * dim
-        depth = int(round(self.depth * self.generator_layers))
+        num_layers = int(round(self.num_layers * self.generator_layers))
         emb = dim if self.tie == "none" else self.embedding_dim
-        return self._encoder(dim, depth, heads, ffn, emb)
+        return self._encoder(dim, num_layers, heads, ffn, emb)
 
 
 class MLMHead(nn.Module):
@@ -127,7 +133,7 @@ class MLMHead(nn.Module):
     def __init__(self, dim: int, embedding_dim: int, vocab_size: int, eps: float = 1e-12, tied: bool = True):
         super().__init__()
         self.dense = nn.Linear(dim, embedding_dim)
-        self.act = nn.GELU()  # HF ElectraGeneratorPredictions and the official code use gelu whatever hidden_act is
+        self.act = nn.GELU()  # HF ElectraGeneratorPredictions and the official code use gelu whatever the activation is
         self.norm = nn.LayerNorm(embedding_dim, eps=eps)
         self.weight = None if tied else nn.Parameter(torch.empty(vocab_size, embedding_dim).normal_(0, 0.02))
         self.bias = nn.Parameter(torch.zeros(vocab_size))
@@ -187,27 +193,36 @@ def init_weights(module: nn.Module, std: float = 0.02) -> nn.Module:
     return module
 
 
-def _check_positions(positions: torch.Tensor | None, shape: torch.Size) -> None:
-    if positions is not None and (positions.dtype != torch.bool or positions.shape != shape):
-        raise ValueError(f"positions must be a bool (batch, seq) tensor of shape {tuple(shape)}, "
-                         f"got {positions.dtype} of shape {tuple(positions.shape)}")
+def _example_inputs(config: ElectraConfig, batch: int = 2, seq: int = 8) -> dict[str, torch.Tensor]:
+    """``input_ids`` (batch, seq) of ordinary tokens and an ``attention_mask`` whose last row ends in padding."""
+    g = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(5, config.vocab_size, (batch, seq), generator=g)
+    attention_mask = torch.ones(batch, seq, dtype=torch.long)
+    attention_mask[-1, seq // 2:] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
 class ElectraGenerator(nn.Module):
     """The MLM generator: :class:`TextEncoder` + :class:`MLMHead` (reproduces ``transformers.ElectraForMaskedLM``).
 
-    ``forward(input_ids (batch, seq), attention_mask, token_type_ids, inputs_embeds, labels, positions)``:
-    ``positions`` (batch, seq) bool gives ``logits`` (n_selected, vocab) at those positions only (row-major order);
-    without it ``logits`` is (batch, seq, vocab). ``labels`` (same shape as the logits' leading dims, -100 = ignore)
-    adds the mean cross-entropy ``loss``.
+    Built from ``config.generator_config()`` (``generator_size`` of the discriminator). ``forward(input_ids (batch,
+    seq), attention_mask, token_type_ids, inputs_embeds, labels, positions)``: ``positions`` (batch, seq) bool gives
+    ``logits`` (n_selected, vocab) at those positions only (row-major order); without it ``logits`` is (batch, seq,
+    vocab). ``labels`` (same shape as the logits' leading dims, -100 = ignore) adds the mean cross-entropy ``loss``.
+    ``tie_word_embeddings=False`` gives the head its own output matrix (HF's untied generators).
     """
 
-    def __init__(self, encoder: TextEncoderConfig, tie_word_embeddings: bool = True):
+    config_class = ElectraConfig
+    example_inputs = staticmethod(_example_inputs)
+
+    def __init__(self, config: ElectraConfig, tie_word_embeddings: bool = True):
         super().__init__()
-        self.cfg = encoder
-        self.body = TextEncoder(encoder)
-        e = encoder.embedding_dim or encoder.transformer.dim
-        self.head = MLMHead(encoder.transformer.dim, e, encoder.vocab_size, encoder.transformer.norm_eps,
+        _check_config(config, "ElectraGenerator")
+        self.config = config
+        enc = config.generator_config()
+        self.body = TextEncoder(enc)
+        e = enc.embedding_dim or enc.transformer.dim
+        self.head = MLMHead(enc.transformer.dim, e, enc.vocab_size, enc.transformer.norm_eps,
                             tied=tie_word_embeddings)
         init_weights(self)
 
@@ -216,13 +231,12 @@ class ElectraGenerator(nn.Module):
                 labels: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                 output_hidden_states: bool = False) -> ClassifierOutput:
         out = self.body(input_ids, attention_mask, token_type_ids, inputs_embeds, output_hidden_states)
-        h = out.last_hidden_state
+        h = out.last_hidden_state  # (batch, seq, dim)
         _check_positions(positions, h.shape[:2])
         logits = self.head(h[positions] if positions is not None else h, self.body.embeddings.word.weight)
         loss = None
         if labels is not None:
-            if labels.shape != logits.shape[:-1]:
-                raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])}, got {tuple(labels.shape)}")
+            _check_labels(labels, logits.shape[:-1])
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
         return ClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
 
@@ -231,25 +245,30 @@ class ElectraDiscriminator(nn.Module):
     """The discriminator: :class:`TextEncoder` + :class:`RTDHead` (reproduces ``transformers.ElectraForPreTraining``).
 
     ``forward(...) -> logits (batch, seq)``, ``> 0`` means "replaced"; ``labels`` (batch, seq) in {0, 1} add
-    HF's loss: binary cross-entropy averaged over the tokens with ``attention_mask == 1``.
+    HF's loss: binary cross-entropy averaged over the tokens with ``attention_mask == 1``. Pretraining uses its
+    parts: ``ElectraPretrainer(generator, disc.body, disc.head, objective)``.
     """
 
-    def __init__(self, encoder: TextEncoderConfig):
+    config_class = ElectraConfig
+    example_inputs = staticmethod(_example_inputs)
+
+    def __init__(self, config: ElectraConfig):
         super().__init__()
-        self.cfg = encoder
-        self.body = TextEncoder(encoder)
-        self.head = RTDHead(encoder.transformer.dim, encoder.transformer.activation)
+        _check_config(config, "ElectraDiscriminator")
+        self.config = config
+        enc = config.discriminator_config()
+        self.body = TextEncoder(enc)
+        self.head = RTDHead(enc.transformer.dim, enc.transformer.activation)
         init_weights(self)
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, output_hidden_states: bool = False) -> ClassifierOutput:
         out = self.body(input_ids, attention_mask, token_type_ids, inputs_embeds, output_hidden_states)
-        logits = self.head(out.last_hidden_state)
+        logits = self.head(out.last_hidden_state)  # (batch, seq)
         loss = None
         if labels is not None:
-            if labels.shape != logits.shape:
-                raise ValueError(f"labels must have shape {tuple(logits.shape)}, got {tuple(labels.shape)}")
+            _check_labels(labels, logits.shape)
             keep = attention_mask.bool() if attention_mask is not None else torch.ones_like(labels, dtype=torch.bool)
             loss = F.binary_cross_entropy_with_logits(logits[keep], labels[keep].to(logits.dtype))
         return ClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
@@ -258,26 +277,31 @@ class ElectraDiscriminator(nn.Module):
 class ElectraClassifier(nn.Module):
     """Fine-tuning model: :class:`TextEncoder` + :class:`ClassificationHead` (``ElectraForSequenceClassification``).
 
-    ``forward(...) -> logits (batch, num_labels)``; ``labels`` (batch,) int add the cross-entropy ``loss``
-    (float labels with ``num_labels == 1``: mean squared error, as HF's regression).
+    The encoder is the discriminator's (``config.discriminator_config()``). ``forward(...) -> logits (batch,
+    num_labels)``; ``labels`` (batch,) int add the cross-entropy ``loss`` (float labels with ``num_labels == 1``:
+    mean squared error, as HF's regression).
     """
 
-    def __init__(self, encoder: TextEncoderConfig, num_labels: int = 2, classifier_dropout: float | None = None):
+    config_class = ElectraConfig
+    example_inputs = staticmethod(_example_inputs)
+
+    def __init__(self, config: ElectraConfig, num_labels: int = 2, classifier_dropout: float | None = None):
         super().__init__()
+        _check_config(config, "ElectraClassifier")
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
-        self.cfg, self.num_labels = encoder, num_labels
-        self.body = TextEncoder(encoder)
-        p = encoder.transformer.dropout if classifier_dropout is None else classifier_dropout
+        self.config, self.num_labels = config, num_labels
+        self.body = TextEncoder(config.discriminator_config())
+        p = config.dropout if classifier_dropout is None else classifier_dropout
         self.classifier_dropout = classifier_dropout
-        self.head = ClassificationHead(encoder.transformer.dim, num_labels, p)
+        self.head = ClassificationHead(config.dim, num_labels, p)
         init_weights(self)
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, output_hidden_states: bool = False) -> ClassifierOutput:
         out = self.body(input_ids, attention_mask, token_type_ids, inputs_embeds, output_hidden_states)
-        logits = self.head(out.last_hidden_state)
+        logits = self.head(out.last_hidden_state)  # (batch, num_labels)
         loss = None
         if labels is not None:
             if self.num_labels == 1:
@@ -299,17 +323,36 @@ def tie_embeddings(generator: TextEncoder, discriminator: TextEncoder) -> None:
     g.word, g.position, g.token_type, g.norm = d.word, d.position, d.token_type, d.norm
 
 
-def build_generator_and_discriminator(cfg: ElectraConfig) -> tuple[ElectraGenerator, ElectraDiscriminator]:
-    """The generator and discriminator of ``cfg`` with its weight sharing (``cfg.tie``)."""
-    disc = ElectraDiscriminator(cfg.discriminator_config())
-    gen = ElectraGenerator(cfg.generator_config())
-    if cfg.tie == "embeddings":
+def build_generator_and_discriminator(config: ElectraConfig) -> tuple[ElectraGenerator, ElectraDiscriminator]:
+    """The generator and discriminator of ``config`` with its weight sharing (``config.tie``)."""
+    disc = ElectraDiscriminator(config)
+    gen = ElectraGenerator(config)
+    if config.tie == "embeddings":
         tie_embeddings(gen.body, disc.body)
-    elif cfg.tie == "all":
+    elif config.tie == "all":
         gen.body = disc.body
     return gen, disc
 
 
-def mlm_config(cfg: ElectraConfig) -> TextEncoderConfig:
-    """The BERT-style baseline: an MLM the size of the discriminator (the generator of a ``generator_size=1`` cfg)."""
-    return dataclasses.replace(cfg, generator_size=1.0, generator_layers=1.0).generator_config()
+def mlm_config(config: ElectraConfig) -> ElectraConfig:
+    """The BERT-style baseline: a generator the size of the discriminator (``ElectraGenerator(mlm_config(c))``),
+    whose encoder is ``c.discriminator_config()`` (the weight-sharing setting has nothing to share)."""
+    return dataclasses.replace(config, generator_size=1.0, generator_layers=1.0, tie="embeddings")
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+def _check_config(config: ElectraConfig, who: str) -> None:
+    if not isinstance(config, ElectraConfig):
+        raise ValueError(f"{who} takes an ElectraConfig (e.g. ElectraConfig.preset('tiny')), got "
+                         f"{type(config).__name__}")
+
+
+def _check_positions(positions: torch.Tensor | None, shape: torch.Size) -> None:
+    if positions is not None and (positions.dtype != torch.bool or positions.shape != shape):
+        raise ValueError(f"positions must be a bool (batch, seq) tensor of shape {tuple(shape)}, "
+                         f"got {positions.dtype} of shape {tuple(positions.shape)}")
+
+
+def _check_labels(labels: torch.Tensor, shape: torch.Size) -> None:
+    if labels.shape != shape:
+        raise ValueError(f"labels must have shape {tuple(shape)}, got {tuple(labels.shape)}")

@@ -1,6 +1,6 @@
 """ELECTRA's joint objective: MLM generator + replaced-token detection, and the paper's ablations (sec. 2, 3.2).
 
-One step (eq. 1-4 of the paper, the official ``PretrainingModel``)::
+One step (sec. 2 of the paper, the official ``PretrainingModel``), in :meth:`ElectraPretrainer.forward`'s order::
 
     m = mask(x)                                     # masking.mask_tokens: 15%, 85% [MASK] / 15% kept
     logits_G = G(x_masked)[m]                       # generator logits at the masked positions only, (M, vocab)
@@ -19,9 +19,9 @@ Modes (the ablations of sec. 3.2 / Table 5, plus the BERT baseline):
 * ``"all-tokens-mlm"``: as replace-mlm but predicting every non-pad token, with the paper's copy mechanism:
   ``p(x_t) = D_t 1[x_t = x_corrupt_t] + (1 - D_t) p_MLM(x_t)``, ``D_t = sigmoid(w^T h_t)``.
 
-The discriminator may be any encoder whose ``forward(input_ids=, attention_mask=, token_type_ids=)`` returns an
-object with ``last_hidden_state`` (batch, seq, dim) (Funnel plugs its own in), or an :class:`ElectraDiscriminator`
-whose head is then reused.
+The pretrainer is assembled from explicit parts: ``ElectraPretrainer(generator, discriminator_body, rtd_head,
+config)``. The discriminator body may be any encoder whose ``forward(input_ids=, attention_mask=, token_type_ids=)``
+returns ``last_hidden_state`` (batch, seq, dim) (Funnel plugs its own in).
 """
 
 from __future__ import annotations
@@ -30,16 +30,17 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import scipy.stats
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import TensorDataset
 
 from .masking import MaskedBatch, mask_tokens
-from .model import MLMHead, RTDHead, init_weights
+from .model import ElectraDiscriminator, MLMHead, init_weights
 
-__all__ = ["MODES", "ObjectiveConfig", "PretrainOutput", "ElectraPretrainer", "gumbel_sample", "binary_auc",
-           "pretrain_step_flops", "pretraining_metrics"]
+__all__ = ["MODES", "ObjectiveConfig", "PretrainOutput", "DiscriminatorMLMHead", "ElectraPretrainer", "gumbel_sample",
+           "binary_auc", "evaluate_pretrainer", "pretrain_step_flops", "pretraining_metrics"]
 
 MODES = ("electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm")
 
@@ -119,132 +120,134 @@ def _weighted_mean(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (x * w).sum() / (w.sum() + 1e-6)
 
 
+class DiscriminatorMLMHead(nn.Module):
+    """The main model's head in Replace MLM / All-Tokens MLM (Table 5): it predicts the original tokens.
+
+    ``p_MLM(x_t | h_t) = softmax(e^T LN(gelu(W h_t)))`` tied to the discriminator body's word embeddings ``e``
+    (``forward``: h (n, dim) -> logits (n, vocab)); with ``copy=True`` (All-Tokens MLM) also the copy gate
+    ``D_t = sigmoid(w^T h_t)`` (``copy_logit``: h (n, dim) -> (n,)).
+    """
+
+    def __init__(self, word_embeddings: nn.Embedding, dim: int, norm_eps: float = 1e-12, copy: bool = False):
+        super().__init__()
+        _check_embedding(word_embeddings)
+        self.word_embeddings = word_embeddings
+        self.mlm = init_weights(MLMHead(dim, word_embeddings.embedding_dim, word_embeddings.num_embeddings,
+                                        norm_eps))
+        self.copy = init_weights(nn.Linear(dim, 1)) if copy else None
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.mlm(h, self.word_embeddings.weight).float()
+
+    def copy_logit(self, h: torch.Tensor) -> torch.Tensor:
+        if self.copy is None:
+            raise ValueError("this head has no copy gate: build it with copy=True (All-Tokens MLM)")
+        return self.copy(h).squeeze(-1).float()
+
+
 class ElectraPretrainer(nn.Module):
-    """The pretraining model: generator, discriminator body and the heads the mode needs.
+    """The pretraining model, from explicit parts: generator, discriminator body and the head the mode needs.
 
     Args:
         generator: an :class:`ElectraGenerator` (in "mlm" mode the model being pretrained).
-        discriminator: an :class:`ElectraDiscriminator` (its head is reused) or any encoder module returning
-            ``last_hidden_state``; None in "mlm" mode.
-        cfg: :class:`ObjectiveConfig`.
-        dim: the discriminator's hidden size (default: read from its config).
-        activation: the RTD head's activation (default: the discriminator config's, else "gelu").
-        word_embeddings: the discriminator's word-embedding table, for the MLM head of "replace-mlm"/"all-tokens-mlm"
-            (default ``discriminator.embeddings.word`` or ``discriminator.body.embeddings.word``).
+        discriminator_body: the encoder that reads the corrupted input and is fine-tuned afterwards; any module
+            whose ``forward(input_ids=, attention_mask=, token_type_ids=)`` returns ``last_hidden_state`` (batch,
+            seq, dim) (an :class:`ElectraDiscriminator`'s ``body``, or Funnel's encoder). None in "mlm" mode.
+        rtd_head: the replaced-token-detection head, (batch, seq, dim) -> (batch, seq) logits (an
+            ``ElectraDiscriminator``'s ``head``, or ``init_weights(RTDHead(dim))``), for "electra" and "electra-15".
+        config: :class:`ObjectiveConfig`.
+        mlm_head: a :class:`DiscriminatorMLMHead`, for "replace-mlm" (``copy=False``) and "all-tokens-mlm"
+            (``copy=True``).
 
     ``forward(input_ids (batch, seq), attention_mask, token_type_ids, masked=None, noise_generator=None)``
     masks dynamically (global torch RNG) unless a :class:`MaskedBatch` is given, and returns :class:`PretrainOutput`.
     """
 
-    def __init__(self, generator: nn.Module, discriminator: nn.Module | None, cfg: ObjectiveConfig = ObjectiveConfig(),
-                 dim: int | None = None, activation: str | None = None, word_embeddings: nn.Embedding | None = None):
+    def __init__(self, generator: nn.Module, discriminator_body: nn.Module | None, rtd_head: nn.Module | None = None,
+                 config: ObjectiveConfig = ObjectiveConfig(), *, mlm_head: DiscriminatorMLMHead | None = None,
+                 **removed):
         super().__init__()
-        if not isinstance(cfg, ObjectiveConfig):
-            raise ValueError(f"cfg must be an ObjectiveConfig, got {type(cfg).__name__}")
-        self.cfg = cfg
+        _check_parts(discriminator_body, rtd_head, config, mlm_head, removed)
+        self.config = config
         self.generator = generator
-        if cfg.mode == "mlm":
-            if discriminator is not None:
-                raise ValueError("mode 'mlm' trains the generator alone: pass discriminator=None")
-            self.discriminator = None
-            return
-        if discriminator is None:
-            raise ValueError(f"mode {cfg.mode!r} needs a discriminator encoder")
-        head = getattr(discriminator, "head", None)
-        body = getattr(discriminator, "body", None)
-        if isinstance(head, RTDHead) and body is not None:
-            self.discriminator, rtd = body, head
-        else:
-            self.discriminator, rtd = discriminator, None
-        tcfg = getattr(getattr(self.discriminator, "cfg", None), "transformer", None)
-        dim = dim or (tcfg.dim if tcfg is not None else None)
-        if dim is None:
-            raise ValueError("pass dim= (the discriminator's hidden size): it has no .cfg.transformer.dim")
-        activation = activation or (tcfg.activation if tcfg is not None else "gelu")
-        if cfg.mode in ("electra", "electra-15"):
-            self.rtd_head = rtd if rtd is not None else init_weights(RTDHead(dim, activation))
-        else:
-            if word_embeddings is None:
-                emb = getattr(self.discriminator, "embeddings", None)
-                word_embeddings = getattr(emb, "word", None)
-            if not isinstance(word_embeddings, nn.Embedding):
-                raise ValueError(f"mode {cfg.mode!r} ties an MLM head to the discriminator's word embeddings: "
-                                 "pass word_embeddings=nn.Embedding")
-            self.word_embeddings = word_embeddings
-            eps = tcfg.norm_eps if tcfg is not None else 1e-12
-            self.mlm_head = init_weights(MLMHead(dim, word_embeddings.embedding_dim, word_embeddings.num_embeddings,
-                                                 eps))
-            if cfg.mode == "all-tokens-mlm":
-                self.copy_head = init_weights(nn.Linear(dim, 1))
+        self.discriminator_body = discriminator_body
+        self.rtd_head = rtd_head
+        self.mlm_head = mlm_head
 
-    # ------------------------------------------------------------------ helpers
     def encoder(self) -> nn.Module:
         """The encoder that is fine-tuned afterwards: the discriminator body (the generator's in "mlm" mode)."""
-        return self.generator.body if self.discriminator is None else self.discriminator
+        return self.generator.body if self.discriminator_body is None else self.discriminator_body
 
-    def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+    def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              generator: torch.Generator | None = None) -> MaskedBatch:
-        c = self.cfg
+        """Step 1: choose m (15% of the tokens) and build x_masked (:func:`~.masking.mask_tokens`)."""
+        c = self.config
         return mask_tokens(input_ids, attention_mask, c.mask_token_id, c.special_ids, c.mask_prob, c.max_predictions,
                            c.mask_token_prob, c.replacement, generator)
 
-    # ------------------------------------------------------------------ forward
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, masked: MaskedBatch | None = None,
                 noise_generator: torch.Generator | None = None) -> PretrainOutput:
-        c = self.cfg
-        if input_ids.ndim != 2:
-            raise ValueError(f"input_ids must be (batch, seq), got shape {tuple(input_ids.shape)}")
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        if masked is None:
-            masked = self.mask(input_ids, attention_mask)
-        pos = masked.is_masked
-        targets = input_ids[pos]  # (M,)
-        w_mlm = masked.counts[pos].to(torch.float32)
-        g = self.generator(masked.input_ids, attention_mask, token_type_ids, positions=pos)
-        nll = F.cross_entropy(g.logits.float(), targets, reduction="none")
-        mlm_loss = _weighted_mean(nll, w_mlm)
-        gen_correct = (g.logits.detach().argmax(-1) == targets)
-        if c.mode == "mlm":
-            return PretrainOutput(c.gen_weight * mlm_loss if c.gen_weight != 1.0 else mlm_loss, mlm_loss.detach(),
-                                  gen_correct=gen_correct, masked=masked)
+        _check_input_ids(input_ids)
+        c = self.config
+        attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask  # 1 = token
 
-        # Gumbel-max sample at the masked positions; integer ids carry no gradient back to the generator
-        sampled = gumbel_sample(g.logits, c.temperature, noise_generator, targets if c.disallow_correct else None)
-        fake = input_ids.masked_scatter(pos, sampled.to(input_ids.dtype))
-        labels = (pos & (fake != input_ids))
-        h = self.discriminator(input_ids=fake, attention_mask=attention_mask,
-                               token_type_ids=token_type_ids).last_hidden_state
-        keep = attention_mask.to(torch.bool)
-        extra: dict[str, torch.Tensor] = {}
+        # 1. mask: m = positions to predict, x_masked = REPLACE(x, m, [MASK])
+        masked = masked if masked is not None else self.mask(input_ids, attention_mask)
+        m = masked.is_masked  # (batch, seq) bool
+        targets = input_ids[m]  # (M,) the originals x_t at the masked positions
+        # 2. generator MLM, p_G (eq. 1): L_MLM = E[sum_{t in m} -log p_G(x_t | x_masked)]                (sec. 2)
+        g_logits = self.generator(masked.input_ids, attention_mask, token_type_ids, positions=m).logits  # (M, vocab)
+        mlm_loss = _weighted_mean(F.cross_entropy(g_logits.float(), targets, reduction="none"),
+                                  masked.counts[m].to(torch.float32))
+        gen_correct = g_logits.detach().argmax(-1) == targets
+        if c.mode == "mlm":
+            loss = c.gen_weight * mlm_loss if c.gen_weight != 1.0 else mlm_loss
+            return PretrainOutput(loss, mlm_loss.detach(), gen_correct=gen_correct, masked=masked)
+
+        # 3. sample replacements: x_hat_t ~ p_G(x_t | x_masked), x_corrupt = REPLACE(x, m, x_hat)        (sec. 2)
+        #    Gumbel-max on the generator's logits; integer ids carry no gradient back to the generator
+        sampled = gumbel_sample(g_logits, c.temperature, noise_generator, targets if c.disallow_correct else None)
+        x_corrupt = input_ids.masked_scatter(m, sampled.to(input_ids.dtype))
+        labels = m & (x_corrupt != input_ids)  # y_t = 1[x_corrupt_t != x_t]: a correct sample counts as original
+        h = self.discriminator_body(input_ids=x_corrupt, attention_mask=attention_mask,
+                                    token_type_ids=token_type_ids).last_hidden_state  # (batch, seq, dim)
         if c.mode in ("electra", "electra-15"):
+            # 4. discriminator RTD, D (eq. 2): L_Disc = E[sum_t -y_t log D(x_corrupt, t) - (1-y_t) log(1-D)]
+            #    over every token ("electra") or over the masked ones only ("electra-15")
             logits = self.rtd_head(h).float()  # (batch, seq)
-            weights = (keep if c.mode == "electra" else pos).to(torch.float32)
+            weights = (attention_mask.to(torch.bool) if c.mode == "electra" else m).to(torch.float32)
             bce = F.binary_cross_entropy_with_logits(logits, labels.to(torch.float32), reduction="none")
             disc_loss = _weighted_mean(bce, weights)
+            # 5. L = L_MLM + lambda L_Disc, lambda = 50                                                   (sec. 2)
             loss = c.gen_weight * mlm_loss + c.disc_weight * disc_loss
             return PretrainOutput(loss, mlm_loss.detach(), disc_loss.detach(), logits.detach(), labels, weights,
                                   gen_correct, masked)
-        if c.mode == "replace-mlm":
-            lg = self.mlm_head(h[pos], self.word_embeddings.weight).float()
-            main = _weighted_mean(F.cross_entropy(lg, targets, reduction="none"), w_mlm)
-            extra["main_acc"] = (lg.detach().argmax(-1) == targets).float().mean()
-        else:  # all-tokens-mlm with the copy mechanism
-            hk = h[keep]
-            orig, seen = input_ids[keep], fake[keep]
-            logp = F.log_softmax(self.mlm_head(hk, self.word_embeddings.weight).float(), -1)
-            logp_orig = logp.gather(1, orig[:, None]).squeeze(1)
-            c_logit = self.copy_head(hk).squeeze(-1).float()
-            same = seen == orig
-            # log(D + (1 - D) p) where the input shows the original; log((1 - D) p) elsewhere
-            lp = torch.where(same, torch.logaddexp(F.logsigmoid(c_logit), F.logsigmoid(-c_logit) + logp_orig),
-                             F.logsigmoid(-c_logit) + logp_orig)
-            main = -lp.mean()
-            extra["main_acc"] = (logp.detach().argmax(-1) == orig).float().mean()
+        # 4'. the Table 5 ablations: the main model predicts the original tokens instead of detecting replacements
+        main, main_acc = self._token_prediction_loss(h, input_ids, x_corrupt, attention_mask, m, targets, masked)
         loss = c.gen_weight * mlm_loss + main
-        extra["main_loss"] = main.detach()
+        extra = {"main_acc": main_acc, "main_loss": main.detach()}
         return PretrainOutput(loss, mlm_loss.detach(), None, None, labels, None, gen_correct, masked, extra)
+
+    def _token_prediction_loss(self, h: torch.Tensor, input_ids: torch.Tensor, x_corrupt: torch.Tensor,
+                               attention_mask: torch.Tensor, m: torch.Tensor, targets: torch.Tensor,
+                               masked: MaskedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(loss, accuracy) of Replace MLM (masked positions) or All-Tokens MLM (every token, copy mechanism)."""
+        if self.config.mode == "replace-mlm":
+            lg = self.mlm_head(h[m])  # (M, vocab)
+            loss = _weighted_mean(F.cross_entropy(lg, targets, reduction="none"), masked.counts[m].to(torch.float32))
+            return loss, (lg.detach().argmax(-1) == targets).float().mean()
+        tokens = attention_mask.to(torch.bool)
+        orig, seen = input_ids[tokens], x_corrupt[tokens]  # (T,)
+        h_tokens = h[tokens]  # (T, dim)
+        logp = F.log_softmax(self.mlm_head(h_tokens), -1)  # (T, vocab)
+        logp_orig = logp.gather(1, orig[:, None]).squeeze(1)
+        c_logit = self.mlm_head.copy_logit(h_tokens)  # (T,)
+        # p(x_t) = D_t 1[x_t = x_corrupt_t] + (1 - D_t) p_MLM(x_t): log(D + (1 - D) p) where the input shows the
+        # original, log((1 - D) p) elsewhere
+        lp = torch.where(seen == orig, torch.logaddexp(F.logsigmoid(c_logit), F.logsigmoid(-c_logit) + logp_orig),
+                         F.logsigmoid(-c_logit) + logp_orig)
+        return -lp.mean(), (logp.detach().argmax(-1) == orig).float().mean()
 
 
 def binary_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
@@ -253,16 +256,8 @@ def binary_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     n_pos, n_neg = int(y.sum()), int((~y).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    order = torch.argsort(s)
-    ss = s[order]
-    ranks = torch.empty_like(ss)
-    ranks[order] = torch.arange(1, len(s) + 1, dtype=torch.float64)
-    # average ranks over ties
-    uniq, inv, counts = torch.unique_consecutive(ss, return_inverse=True, return_counts=True)
-    first = torch.cumsum(counts, 0) - counts + 1
-    avg = (first + first + counts - 1).double() / 2
-    ranks[order] = avg[inv]
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    ranks = torch.from_numpy(scipy.stats.rankdata(s.cpu().numpy(), method="average"))  # ties: the mean rank
+    return float((ranks[y.cpu()].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))  # Mann-Whitney U / (n+ n-)
 
 
 def pretraining_metrics(out: PretrainOutput, auc: bool = True) -> dict[str, float]:
@@ -295,7 +290,9 @@ def pretrain_step_flops(model: ElectraPretrainer, batch: dict[str, torch.Tensor]
     ``torch.utils.flop_counter`` (matmuls; elementwise ops count 0). The masking uses a fixed seed; grads are reset."""
     if counter is None:
         from paperzoo.measure import count_flops as counter
-    masked = model.mask(batch["input_ids"], batch.get("attention_mask"), torch.Generator().manual_seed(0))
+    input_ids = batch["input_ids"]
+    attention_mask = batch.get("attention_mask", torch.ones_like(input_ids))
+    masked = model.mask(input_ids, attention_mask, torch.Generator().manual_seed(0))
 
     def step():
         model(**batch, masked=masked, noise_generator=torch.Generator().manual_seed(0)).loss.backward()
@@ -331,3 +328,41 @@ def evaluate_pretrainer(model: ElectraPretrainer, data: TensorDataset, batch: in
                                 extra={k: torch.stack([x.extra[k] for x in outs]).mean() for k in o.extra})
     res.update({f"eval_{k}": v for k, v in pretraining_metrics(o).items() if k not in ("mlm_loss", "disc_loss")})
     return res
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+def _check_input_ids(input_ids: torch.Tensor) -> None:
+    if not isinstance(input_ids, torch.Tensor) or input_ids.ndim != 2 or input_ids.is_floating_point():
+        raise ValueError(f"input_ids must be an integer (batch, seq) tensor, got "
+                         f"{getattr(input_ids, 'dtype', type(input_ids).__name__)} of shape "
+                         f"{tuple(getattr(input_ids, 'shape', ()))}")
+
+
+def _check_embedding(word_embeddings: nn.Module) -> None:
+    if not isinstance(word_embeddings, nn.Embedding):
+        raise ValueError(f"the MLM head ties its output matrix to the discriminator body's word embeddings: expected "
+                         f"an nn.Embedding (e.g. body.embeddings.word), got {type(word_embeddings).__name__}")
+
+
+def _check_parts(body: nn.Module | None, rtd_head: nn.Module | None, config: ObjectiveConfig,
+                 mlm_head: nn.Module | None, removed: dict) -> None:
+    new_call = ("ElectraPretrainer(generator, discriminator_body, rtd_head, config): e.g. "
+                "ElectraPretrainer(gen, disc.body, disc.head, ObjectiveConfig()) for an ElectraDiscriminator disc, "
+                "ElectraPretrainer(gen, body, init_weights(RTDHead(dim)), config) for another encoder, "
+                "ElectraPretrainer(gen, None, None, ObjectiveConfig(mode='mlm')) for MLM")
+    if removed or isinstance(rtd_head, ObjectiveConfig) or isinstance(body, ElectraDiscriminator):
+        raise ValueError(f"ElectraPretrainer takes explicit parts now (dim=, activation=, word_embeddings= and a "
+                         f"built discriminator are gone): {new_call}")
+    if not isinstance(config, ObjectiveConfig):
+        raise ValueError(f"config must be an ObjectiveConfig, got {type(config).__name__}")
+    mode = config.mode
+    wants = {"mlm": (False, False, False), "electra": (True, True, False), "electra-15": (True, True, False),
+             "replace-mlm": (True, False, True), "all-tokens-mlm": (True, False, True)}[mode]
+    for (name, part), want in zip((("discriminator_body", body), ("rtd_head", rtd_head), ("mlm_head", mlm_head)),
+                                  wants, strict=True):
+        if (part is not None) != want:
+            raise ValueError(f"mode {mode!r} {'needs' if want else 'takes no'} {name}: {new_call}; "
+                             "'replace-mlm'/'all-tokens-mlm' take mlm_head=DiscriminatorMLMHead(body.embeddings.word, "
+                             "dim, copy=mode == 'all-tokens-mlm') instead of rtd_head")
+    if mlm_head is not None and (mlm_head.copy is not None) != (mode == "all-tokens-mlm"):
+        raise ValueError(f"mode {mode!r}: the mlm_head needs copy={mode == 'all-tokens-mlm'}")

@@ -1,6 +1,9 @@
 """A small CNN on Fashion-MNIST: the foundation's first recipe, run end to end through every layer."""
 
+from paperzoo.papers.fashion_cnn.model import SmallCNN, SmallCNNConfig
 from paperzoo.registry import Paper, register
+
+__all__ = ["SmallCNN", "SmallCNNConfig"]
 
 register(Paper(
     name="fashion-cnn",

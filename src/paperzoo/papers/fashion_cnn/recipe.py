@@ -1,13 +1,14 @@
 """``paperzoo reproduce fashion-cnn``: train SmallCNN on Fashion-MNIST over seeds; judge >= 88% test accuracy.
 
-Each seed trains in its own folder ``seed-<k>/`` (checkpoints, ``metrics.jsonl``) through the shared engine, so
-``--resume`` continues an interrupted seed exactly and skips finished ones.
+Each seed trains in its own folder ``cnn/seed-<k>/`` (checkpoints, ``metrics.jsonl``, ``job.json``) through the
+shared engine, so ``--resume`` continues an interrupted seed exactly and skips finished ones.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -15,39 +16,34 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from paperzoo.data import load_fashion_mnist
-from paperzoo.report import (
-    compare,
-    new_run_dir,
-    pick_preset,
-    plot_bars_with_ci,
-    plot_metrics,
-    write_config,
-    write_result,
-)
+from paperzoo.recipes import Beats, Job, Preset, all_of, run_jobs, smoke, start
+from paperzoo.report import plot_bars_with_ci, plot_metrics, write_result
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 
 from .model import SmallCNN, SmallCNNConfig
 
+PAPER = "fashion-cnn"
 CLAIM = "A small CNN reaches >= 88% test accuracy on Fashion-MNIST in under 3 minutes of CPU training."
 THRESHOLD = 0.88
 TIME_LIMIT_S = 180.0
 MEAN, STD = 0.2860, 0.3530  # Fashion-MNIST train pixel statistics
 
 
-@dataclass(frozen=True)
-class Preset:
-    seeds: int
-    train: TrainConfig
-    subset: int | None = None  # train on the first N images (tiny preset only)
-    test_subset: int | None = None  # evaluate on the first N test images (tiny preset only)
+@dataclass(frozen=True, kw_only=True)
+class FashionPreset(Preset):
+    """``subset`` / ``test_subset``: train / evaluate on the first N images (None: all; the tiny preset only)."""
+
+    subset: int | None = None
+    test_subset: int | None = None
 
 
 PRESETS = {
-    "small": Preset(seeds=3, train=TrainConfig(steps=940, batch_size=128, lr=2e-3, weight_decay=0.05, warmup_steps=50,
-                                               schedule="cosine", eval_every=470, ckpt_every=200, log_every=20)),
-    "tiny": Preset(seeds=2, subset=2048, test_subset=2000,
-                   train=TrainConfig(steps=30, batch_size=64, lr=2e-3, warmup_steps=3, eval_every=0, ckpt_every=10,
-                                     log_every=5)),
+    "tiny": FashionPreset(model=SmallCNNConfig.preset("tiny"), seeds=2, subset=2048, test_subset=2000,
+                          train=TrainConfig(steps=30, batch_size=64, lr=2e-3, warmup_steps=3, eval_every=0,
+                                            ckpt_every=10, log_every=5)),
+    "small": FashionPreset(model=SmallCNNConfig.preset("small"), seeds=3,
+                           train=TrainConfig(steps=940, batch_size=128, lr=2e-3, weight_decay=0.05, warmup_steps=50,
+                                             schedule="cosine", eval_every=470, ckpt_every=200, log_every=20)),
 }
 
 
@@ -71,59 +67,44 @@ def accuracy(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
     return correct / len(labels)
 
 
-def train_seed(seed: int, preset: Preset, out_dir: Path, resume: bool, progress: bool = True) -> dict:
-    """Train one seed in ``out_dir``; returns ``{"seed", "test_acc", "seconds", ...}`` (cached in result.json)."""
-    done = out_dir / "seed_result.json"
-    if resume and done.is_file():
-        return json.loads(done.read_text())
+def train_job(job: Job, out: Path, resume: bool, progress: bool, p: FashionPreset) -> dict:
+    """Train SmallCNN (``job.config``) with ``job.seed`` in ``out``; returns test accuracy and training time."""
     train, test = load_fashion_mnist("train"), load_fashion_mnist("test")
-    images, labels = train.images[:preset.subset], train.labels[:preset.subset]
-    test_images, test_labels = test.images[:preset.test_subset], test.labels[:preset.test_subset]
-    seed_everything(seed)
-    model = SmallCNN(SmallCNNConfig())
-    cfg = replace(preset.train, seed=seed)
-    trainer = Trainer(model, cfg, TensorDataset(images, labels), loss_fn,
+    images, labels = train.images[:p.subset], train.labels[:p.subset]
+    test_images, test_labels = test.images[:p.test_subset], test.labels[:p.test_subset]
+    seed_everything(job.seed)
+    model = SmallCNN(job.config)
+    trainer = Trainer(model, dataclasses.replace(p.train, seed=job.seed), TensorDataset(images, labels), loss_fn,
                       eval_fn=lambda m: {"test_acc": accuracy(m, test_images, test_labels)},
-                      out_dir=out_dir, progress=progress)
+                      out_dir=out, progress=progress)
     fit = trainer.fit(resume=resume)
     # Cumulative training time (across resumes) is the "time" of the last metrics record.
-    last = json.loads((out_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     acc = fit["eval"].get("test_acc")  # the engine's final evaluation (also restored on resume)
     if acc is None:
         acc = accuracy(model.eval(), test_images, test_labels)
-    result = {"seed": seed, "test_acc": acc,
-              "train_seconds": last["time"], "steps": fit["step"]}
-    done.write_text(json.dumps(result, indent=2))
-    return result
+    return {"seed": job.seed, "test_acc": acc, "train_seconds": last["time"], "steps": fit["step"]}
 
 
-def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False) -> Path:
+def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
+        progress: bool = True, workers: int = 1) -> Path:
     """Train ``seeds`` seeds of SmallCNN and write the report; returns the run folder."""
-    name, p = pick_preset(PRESETS, preset, "small", "fashion-cnn")
-    n_seeds = seeds or p.seeds
-    run_dir = new_run_dir("fashion-cnn", out)
-    write_config(run_dir, {"preset": name, "model": asdict(SmallCNNConfig()), "train": asdict(p.train),
-                           "subset": p.subset, "test_subset": p.test_subset}, seeds=range(n_seeds))
-    results = [train_seed(s, p, run_dir / f"seed-{s}", resume) for s in range(n_seeds)]
-    accs = [r["test_acc"] for r in results]
-    secs = [r["train_seconds"] for r in results]
-    acc_cmp = compare(accs, THRESHOLD, higher_is_better=True)
-    time_cmp = compare(secs, TIME_LIMIT_S, higher_is_better=False)
-    verdicts = {acc_cmp.verdict, time_cmp.verdict}
-    verdict = ("not reproduced" if "not reproduced" in verdicts
-               else "reproduced" if verdicts == {"reproduced"} else "inconclusive")
+    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out)
+    res = run_jobs(train_job, [Job("cnn", s, p.model) for s in range(p.seeds)], run_dir, resume=resume,
+                   workers=workers, progress=progress, args=(p,))
+    accs, secs = res.values("cnn", "test_acc"), res.values("cnn", "train_seconds")
+    verdict = smoke(all_of(Beats(higher_is_better=True).judge(accs, THRESHOLD, "test accuracy", "88%"),
+                           Beats(higher_is_better=False).judge(secs, TIME_LIMIT_S, "training seconds per seed",
+                                                               "180 s")), name)
     plots = [
-        plot_metrics(run_dir, sorted(run_dir.glob("seed-*/metrics.jsonl")), x="step", ys=("loss",),
+        plot_metrics(run_dir, sorted(run_dir.glob("cnn/seed-*/metrics.jsonl")), x="step", ys=("loss",),
                      path=run_dir / "loss.png"),
         plot_bars_with_ci({"test accuracy": accs}, run_dir / "accuracy.png", title="Fashion-MNIST test accuracy",
                           ylabel="accuracy"),
     ]
-    write_result(run_dir, "fashion-cnn", CLAIM, {"test_accuracy": accs, "train_seconds_per_seed": secs}, verdict,
-                 details={"accuracy vs 88%": str(acc_cmp), "seconds vs 180 s": str(time_cmp), "per seed": results,
-                          "preset": name, "torch threads": torch.get_num_threads()},
-                 notes=("Verdict rule: reproduced when the 95% t-intervals put mean test accuracy above 0.88 and "
-                        "mean training time per seed below 180 s; not reproduced when either interval lies on the "
-                        "wrong side; otherwise inconclusive. Time is the wall-clock of the training loop per seed "
-                        "on this machine, periodic evaluation included, so a loaded machine makes it slower."),
+    write_result(run_dir, PAPER, CLAIM, {"test_accuracy": accs, "train_seconds_per_seed": secs}, verdict,
+                 details={"per seed": res.of("cnn"), "preset": name, "torch threads": torch.get_num_threads()},
+                 notes=("Time is the wall-clock of the training loop per seed on this machine, periodic evaluation "
+                        "included, so a loaded machine makes it slower."),
                  plots=plots)
     return run_dir

@@ -2,6 +2,10 @@
 
 from paperzoo.registry import Paper, register
 
+from .model import FunnelBase, FunnelClassifier, FunnelConfig, FunnelModel
+
+__all__ = ["FunnelBase", "FunnelClassifier", "FunnelConfig", "FunnelModel"]
+
 register(Paper(
     name="funnel",
     title="Funnel-Transformer: Filtering out Sequential Redundancy for Efficient Language Processing",
@@ -10,12 +14,12 @@ register(Paper(
     status="verified",
     models=("FunnelModel", "FunnelBase", "FunnelClassifier"),
     recipes={"funnel": "paperzoo.papers.funnel.recipe:run"},
-    benches={"funnel": "paperzoo.bench.funnel:run"},
+    benches={"funnel": "paperzoo.bench.funnel:run", "funnel-costs": "paperzoo.bench.funnel:costs"},
     claims=(
         "With comparable or fewer FLOPs, a Funnel encoder (pooling the sequence between blocks, pooled queries "
         "attending to full-length keys) beats a standard Transformer on sequence-level tasks (paper Tables 1-3: "
         "GLUE, text classification).",
         "Funnel is comparatively weaker on token-level tasks, which need the upsampling decoder (paper Table 4).",
     ),
-    presets=("tiny", "small", "full"),
+    presets=("tiny", "small", "base"),
 ))

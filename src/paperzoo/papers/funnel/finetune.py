@@ -1,10 +1,9 @@
-"""Fine-tuning a pretrained Funnel (or same-code standard Transformer) on ELECTRA's mini-GLUE.
+"""Fine-tuning a pretrained Funnel (or same-code standard Transformer) on mini-GLUE.
 
-The loop, tasks, splits, metrics and hyper-parameters are ELECTRA's (:func:`paperzoo.papers.electra.finetune.
+The loop, tasks, splits, metrics and hyper-parameters are the shared ones (:func:`paperzoo.train.finetune.
 finetune_task`); this module supplies the classifier: a :class:`~.model.FunnelClassifier` (tanh head on the pooled
-[CLS], paper sec. 2.2) on the pretrained encoder, with ELECTRA's layer-wise learning-rate decay where "layer ``i``"
-counts the distinct encoder layers in order across blocks (embeddings depth 0, layer ``i`` depth ``i + 1``, head
-depth ``n + 2``).
+[CLS], paper sec. 2.2) on the pretrained encoder, with layer-wise learning-rate decay where "layer ``i``" counts the
+distinct encoder layers in order across blocks (embeddings depth 0, layer ``i`` depth ``i + 1``, head depth ``n + 2``).
 """
 
 from __future__ import annotations
@@ -38,11 +37,8 @@ def funnel_lr_groups(model: FunnelClassifier, lr: float, layer_decay: float = 0.
     """AdamW groups with ``lr * layer_decay^(n + 2 - depth)`` for a :class:`FunnelClassifier` (``n`` distinct encoder
     layers; shared layers of an ``NxR`` block count once); the no-decay rule is the engine's. Each group has
     ``"depth"``."""
-    if not isinstance(model, FunnelClassifier):
-        raise ValueError(f"funnel_lr_groups expects a FunnelClassifier, got {type(model).__name__}")
-    if not 0.0 < layer_decay <= 1.0:
-        raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")
-    sizes = model.cfg.block_sizes
+    _check_groups(model, layer_decay)
+    sizes = model.config.block_sizes
     offsets = [sum(sizes[:b]) for b in range(len(sizes))]
     n = sum(sizes)
     skip = no_decay_names(model)
@@ -70,3 +66,11 @@ def classifier_fn(cfg: FunnelConfig, base_state: dict[str, torch.Tensor], lr: fl
         return clf, funnel_lr_groups(clf, lr, layer_decay, weight_decay)
 
     return build
+
+
+# -------------------------------------------------------------------------------------------------------- checks
+def _check_groups(model, layer_decay: float) -> None:
+    if not isinstance(model, FunnelClassifier):
+        raise ValueError(f"funnel_lr_groups expects a FunnelClassifier, got {type(model).__name__}")
+    if not 0.0 < layer_decay <= 1.0:
+        raise ValueError(f"layer_decay must be in (0, 1], got {layer_decay}")

@@ -3,7 +3,8 @@
 Our modules use Hugging Face's parameter names (``embeddings.word_embeddings``, ``encoder.blocks.<b>.<l>.attention
 .{q_head,k_head,v_head,r_w_bias,r_r_bias,r_kernel,r_s_bias,seg_embed,post_proj,layer_norm}``, ``.ffn.{linear_1,
 linear_2,layer_norm}``, ``decoder.layers.<i>``, ``funnel.*`` + ``classifier.{linear_hidden,linear_out}``), so the
-weights are copied with a strict ``load_state_dict`` both ways; only the configs are translated.
+weights are copied with a strict ``load_state_dict`` both ways; only the configs are translated (``_RENAME``: HF's
+config names to ours).
 
 ==================================  ======================  ==============================================
 HF class                            paperzoo class          notes
@@ -28,20 +29,21 @@ __all__ = ["config_from_hf", "config_to_hf", "funnel_from_hf", "funnel_to_hf"]
 
 _OURS = {"FunnelModel": FunnelModel, "FunnelBaseModel": FunnelBase, "FunnelForSequenceClassification": FunnelClassifier}
 _ATTN = {"relative_shift": "rel_shift", "factorized": "factorized"}
+# transformers.FunnelConfig name -> our FunnelConfig name, for the fields that map one to one
+_RENAME = {"vocab_size": "vocab_size", "d_model": "dim", "n_head": "num_heads", "d_head": "head_dim",
+           "d_inner": "ffn_dim", "num_decoder_layers": "num_decoder_layers", "hidden_act": "activation",
+           "hidden_dropout": "dropout", "attention_dropout": "attn_dropout", "activation_dropout": "activation_dropout",
+           "layer_norm_eps": "norm_eps", "pooling_type": "pooling", "separate_cls": "separate_cls",
+           "truncate_seq": "truncate_seq", "pool_q_only": "pool_q_only", "pad_token_id": "pad_token_id",
+           "num_labels": "num_labels"}
 
 
 def config_from_hf(hc: Any) -> FunnelConfig:
     """Our :class:`FunnelConfig` from a ``transformers.FunnelConfig``."""
-    if hc.hidden_act not in ("gelu_new", "gelu", "relu"):
-        raise ValueError(f"hidden_act must be 'gelu_new', 'gelu' or 'relu' to convert, got {hc.hidden_act!r}")
+    _check_activation(hc.hidden_act)
     blocks = "-".join(f"{n}x{r}" if r != 1 else str(n) for n, r in zip(hc.block_sizes, hc.block_repeats, strict=True))
-    return FunnelConfig(vocab_size=hc.vocab_size, blocks=blocks, d_model=hc.d_model, n_head=hc.n_head,
-                        d_head=hc.d_head, d_ff=hc.d_inner, num_decoder_layers=hc.num_decoder_layers,
-                        activation=hc.hidden_act, dropout=hc.hidden_dropout, attention_dropout=hc.attention_dropout,
-                        activation_dropout=hc.activation_dropout, layer_norm_eps=hc.layer_norm_eps,
-                        pooling=hc.pooling_type, attention_type=_ATTN[hc.attention_type],
-                        separate_cls=hc.separate_cls, truncate_seq=hc.truncate_seq, pool_q_only=hc.pool_q_only,
-                        pad_token_id=hc.pad_token_id, num_labels=hc.num_labels)
+    return FunnelConfig(blocks=blocks, attention_type=_ATTN[hc.attention_type],
+                        **{ours: getattr(hc, theirs) for theirs, ours in _RENAME.items()})
 
 
 def config_to_hf(cfg: FunnelConfig) -> Any:
@@ -49,22 +51,16 @@ def config_to_hf(cfg: FunnelConfig) -> Any:
     import transformers
 
     return transformers.FunnelConfig(
-        vocab_size=cfg.vocab_size, block_sizes=list(cfg.block_sizes), block_repeats=list(cfg.block_repeats),
-        num_decoder_layers=cfg.num_decoder_layers, d_model=cfg.d_model, n_head=cfg.n_head, d_head=cfg.d_head,
-        d_inner=cfg.d_ff, hidden_act=cfg.activation, hidden_dropout=cfg.dropout,
-        attention_dropout=cfg.attention_dropout, activation_dropout=cfg.activation_dropout,
-        layer_norm_eps=cfg.layer_norm_eps, pooling_type=cfg.pooling,
-        attention_type={v: k for k, v in _ATTN.items()}[cfg.attention_type], separate_cls=cfg.separate_cls,
-        truncate_seq=cfg.truncate_seq, pool_q_only=cfg.pool_q_only, pad_token_id=cfg.pad_token_id,
-        num_labels=cfg.num_labels)
+        block_sizes=list(cfg.block_sizes), block_repeats=list(cfg.block_repeats),
+        attention_type={v: k for k, v in _ATTN.items()}[cfg.attention_type],
+        **{theirs: getattr(cfg, ours) for theirs, ours in _RENAME.items()})
 
 
 def funnel_from_hf(hf_model: Any) -> nn.Module:
     """The paperzoo model for a ``transformers`` Funnel model (one of the three classes), same weights, device,
     dtype and mode."""
     name = next((c.__name__ for c in type(hf_model).__mro__ if c.__name__ in _OURS), None)
-    if name is None:
-        raise ValueError(f"expected one of transformers.{', '.join(_OURS)}, got {type(hf_model).__name__}")
+    _check_hf_class(name, hf_model)
     ours = _OURS[name](config_from_hf(hf_model.config))
     param = next(hf_model.parameters())
     ours = ours.to(device=param.device, dtype=param.dtype)
@@ -76,9 +72,8 @@ def funnel_to_hf(model: nn.Module) -> Any:
     """The ``transformers`` model (class per ``model.hf_class``) with ``model``'s weights, device, dtype and mode."""
     import transformers
 
-    if not isinstance(model, tuple(_OURS.values())):
-        raise ValueError(f"expected a FunnelModel, FunnelBase or FunnelClassifier, got {type(model).__name__}")
-    hf = getattr(transformers, model.hf_class)(config_to_hf(model.cfg))
+    _check_ours(model)
+    hf = getattr(transformers, model.hf_class)(config_to_hf(model.config))
     param = next(model.parameters())
     hf = hf.to(device=param.device, dtype=param.dtype)
     hf.load_state_dict(model.state_dict(), strict=True)
@@ -87,3 +82,19 @@ def funnel_to_hf(model: nn.Module) -> Any:
 
 for _name, _cls in _OURS.items():
     register_converter(_name, _cls, funnel_from_hf, funnel_to_hf)
+
+
+# -------------------------------------------------------------------------------------------------------- checks
+def _check_activation(act: str) -> None:
+    if act not in ("gelu_new", "gelu", "relu"):
+        raise ValueError(f"hidden_act must be 'gelu_new', 'gelu' or 'relu' to convert, got {act!r}")
+
+
+def _check_hf_class(name: str | None, hf_model: Any) -> None:
+    if name is None:
+        raise ValueError(f"expected one of transformers.{', '.join(_OURS)}, got {type(hf_model).__name__}")
+
+
+def _check_ours(model: nn.Module) -> None:
+    if not isinstance(model, tuple(_OURS.values())):
+        raise ValueError(f"expected a FunnelModel, FunnelBase or FunnelClassifier, got {type(model).__name__}")

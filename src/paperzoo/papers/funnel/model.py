@@ -10,16 +10,20 @@ Attention is Transformer-XL style relative attention with a segment (token-type)
 
     score_ij = (q_i + u)^T k_j  +  (q_i + v)^T W_r r(p_i - p_j)  +  (q_i + w)^T s_{[type_i == type_j]}
 
-all divided by sqrt(d_head). The content term goes through ``scaled_dot_product_attention`` (queries ``q + u``); the
-positional and token-type terms, and the padding mask, form one additive float bias passed as ``attn_mask``
-(1/sqrt(d_head) is folded into the small kernels ``W_r`` and ``s``, since SDPA only scales ``q k^T``). The bias is
+all divided by sqrt(d_head) (``head_dim``). The content term goes through ``scaled_dot_product_attention`` (queries
+``q + u``); the positional and token-type terms, and the padding mask, form one additive float bias passed as
+``attn_mask`` (1/sqrt(d_head) is folded into the small kernels ``W_r`` and ``s``, since SDPA only scales ``q k^T``).
+``FunnelRelMultiheadAttention.reference_bias`` writes that bias pair by pair as the equations read; the fused one is
+tested equal to it. The fused bias is
 assembled head-major in one ``baddbmm``: the positional scores as a strided (shifted) view plus a rank-5 product for
 the token-type term (rank 2 in (i, j) for types {0, 1, 2}), the [CLS] zeroing and the padding. The positional term
 has the two formulations of the official code: ``rel_shift`` (A.2.1: score against every relative distance, then the
 Transformer-XL shift, here an ``as_strided`` view) and ``factorized`` (A.2.2: ``r(i-j)`` expanded with sin/cos
 addition formulas into query-side ``phi, pi`` and key-side ``psi, omega``). They agree (tested).
 
-Parameter names follow Hugging Face's ``modeling_funnel`` so conversion is a plain state-dict copy.
+Parameter names follow Hugging Face's ``modeling_funnel`` so conversion is a plain state-dict copy; config names are
+the project's (``dim``, ``num_heads``, ``head_dim``, ``ffn_dim``, ``attn_dropout``, ``norm_eps``), HF's live in
+``hf.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from torch import nn
 from paperzoo.nn.outputs import BaseModelOutput, ClassifierOutput
 
 __all__ = ["FunnelConfig", "parse_blocks", "FunnelModel", "FunnelBase", "FunnelClassifier", "FunnelEncoder",
-           "FunnelDecoder", "pool_tensor", "stride_pool", "pool_positions", "upsample", "relative_position_bias"]
+           "FunnelDecoder", "pool_tensor", "stride_pool", "pool_positions", "upsample", "relative_position_bias",
+           "example_inputs"]
 
 MASK_VALUE = 1e6  # the official code's INF: padded keys get score - 1e6 (finite, so an all-pad row stays finite)
 CLS_TYPE_ID = 2  # a token type id that counts as "same segment" as every other token (official code)
@@ -62,16 +67,16 @@ class FunnelConfig:
 
     vocab_size: int = 30522
     blocks: str = "6-6-6"
-    d_model: int = 768
-    n_head: int = 12
-    d_head: int = 64
-    d_ff: int = 3072
+    dim: int = 768
+    num_heads: int = 12
+    head_dim: int = 64
+    ffn_dim: int = 3072
     num_decoder_layers: int = 2
     activation: str = "gelu_new"  # tanh-approximated GELU (official); "gelu" for the exact one
     dropout: float = 0.1
-    attention_dropout: float = 0.1
+    attn_dropout: float = 0.1
     activation_dropout: float = 0.0
-    layer_norm_eps: float = 1e-9
+    norm_eps: float = 1e-9
     pooling: str = "mean"  # "mean" (paper) or "max"
     attention_type: str = "rel_shift"  # or "factorized"
     separate_cls: bool = True
@@ -81,15 +86,7 @@ class FunnelConfig:
     num_labels: int = 2
 
     def __post_init__(self) -> None:
-        parse_blocks(self.blocks)
-        if self.pooling not in ("mean", "max"):
-            raise ValueError(f"pooling must be 'mean' or 'max', got {self.pooling!r}")
-        if self.attention_type not in ("rel_shift", "factorized"):
-            raise ValueError(f"attention_type must be 'rel_shift' or 'factorized', got {self.attention_type!r}")
-        if self.activation not in ("gelu_new", "gelu", "relu"):
-            raise ValueError(f"activation must be 'gelu_new', 'gelu' or 'relu', got {self.activation!r}")
-        if self.d_model % 2:
-            raise ValueError(f"d_model must be even (sin/cos halves), got {self.d_model}")
+        _check_config(self)
 
     @property
     def block_sizes(self) -> tuple[int, ...]:
@@ -101,13 +98,15 @@ class FunnelConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides) -> FunnelConfig:
-        """``tiny`` (tests), ``small`` (laptop reproduction), ``base`` (B6-6-6, paper's base scale), ``large``
-        (B8-8-8, d=1024)."""
+        """``tiny`` (tests), ``small`` (the laptop reproduction's B2-2-2 at d 128), ``base`` (B6-6-6, the paper's
+        base scale), ``large`` (B8-8-8, d 1024)."""
         presets = {
-            "tiny": cls(vocab_size=100, blocks="1-1", d_model=32, n_head=2, d_head=16, d_ff=64, num_decoder_layers=1),
-            "small": cls(vocab_size=8192, blocks="2-2-2", d_model=256, n_head=4, d_head=64, d_ff=1024),
+            "tiny": cls(vocab_size=100, blocks="1-1", dim=32, num_heads=2, head_dim=16, ffn_dim=64,
+                        num_decoder_layers=1),
+            "small": cls(vocab_size=8000, blocks="2-2-2", dim=128, num_heads=2, head_dim=64, ffn_dim=512,
+                         pad_token_id=0),
             "base": cls(),
-            "large": cls(blocks="8-8-8", d_model=1024, n_head=16, d_head=64, d_ff=4096),
+            "large": cls(blocks="8-8-8", dim=1024, num_heads=16, head_dim=64, ffn_dim=4096),
         }
         if name not in presets:
             raise ValueError(f"preset must be one of {sorted(presets)}, got {name!r}")
@@ -191,23 +190,23 @@ class AttentionInputs:
     k_mask: torch.Tensor
 
 
-def _inv_freq(d_model: int, device, dtype) -> torch.Tensor:
-    half = d_model // 2
+def _inv_freq(dim: int, device, dtype) -> torch.Tensor:
+    half = dim // 2
     return 1.0 / (10000 ** (torch.arange(half, device=device, dtype=dtype) / half))
 
 
 def _rel_shift_scores(qv: torch.Tensor, r_head: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
-    """A.2.1 in head-major layout: ``qv`` (heads, batch, I, d_head), ``r_head`` (heads, d_head, R) -> a strided view
+    """A.2.1 in head-major layout: ``qv`` (heads, batch, I, head_dim), ``r_head`` (heads, head_dim, R) -> a strided view
     (heads * batch, I, J) of the scores against every distance, shifted so that entry ``[i, j]`` is ``r(p_i - p_j)``.
 
     The scores ``(heads*batch, I, R)`` come from one ``bmm`` against ``R = shift*I + J`` distances ``max_dist,
     max_dist - k_stride, ...``; row ``i`` needs columns ``t = shift*(I - i) + j``, i.e. flat offset
     ``shift*I + i*(R - shift) + j`` of each (I, R) block: an ``as_strided`` view, no copy (Transformer-XL's shift)."""
-    n_h, b, n_q, d_head = qv.shape
+    n_h, b, n_q, head_dim = qv.shape
     n_k = len(inputs.k_pos)
     shift = inputs.q_stride // inputs.k_stride
     r = r_head.shape[-1]
-    score = torch.bmm(qv.reshape(n_h, b * n_q, d_head), r_head)  # (N, B*I, R), contiguous
+    score = torch.bmm(qv.reshape(n_h, b * n_q, head_dim), r_head)  # (N, B*I, R), contiguous
     return score.as_strided((n_h * b, n_q, n_k), (n_q * r, r - shift, 1), score.storage_offset() + shift * n_q)
 
 
@@ -219,23 +218,23 @@ def _distances(inputs: AttentionInputs, device) -> torch.Tensor:
     return torch.arange(max_dist, min_dist - 1, -inputs.k_stride, device=device)  # (R,), R = shift*I + J
 
 
-def _sinusoid(pos: torch.Tensor, d_model: int, dtype) -> torch.Tensor:
-    ang = pos.to(dtype)[:, None] * _inv_freq(d_model, pos.device, dtype)
-    return torch.cat([ang.sin(), ang.cos()], -1)  # (P, d_model)
+def _sinusoid(pos: torch.Tensor, dim: int, dtype) -> torch.Tensor:
+    ang = pos.to(dtype)[:, None] * _inv_freq(dim, pos.device, dtype)
+    return torch.cat([ang.sin(), ang.cos()], -1)  # (P, dim)
 
 
 def relative_position_bias(qv: torch.Tensor, r_kernel: torch.Tensor, inputs: AttentionInputs,
                            attention_type: str) -> torch.Tensor:
     """The positional term ``(q_i + v)^T W_r r(p_i - p_j)`` with ``r(d) = [sin(d w), cos(d w)]``, unscaled.
 
-    ``qv``: (batch, I, heads, d_head) = q + v; ``r_kernel``: (d_model, heads, d_head). Returns (batch, heads, I, J)
+    ``qv``: (batch, I, heads, head_dim) = q + v; ``r_kernel``: (dim, heads, head_dim). Returns (batch, heads, I, J)
     (for ``rel_shift`` a strided view).
     """
-    d_model = r_kernel.shape[0]
+    dim = r_kernel.shape[0]
     dev, dt = qv.device, qv.dtype
     if attention_type == "factorized":
         # A.2.2: sin(a-b) = sin a cos b - cos a sin b, cos(a-b) = sin a sin b + cos a cos b
-        inv = _inv_freq(d_model, dev, dt)
+        inv = _inv_freq(dim, dev, dt)
         qa = torch.tensor(inputs.q_pos, device=dev, dtype=dt)[:, None] * inv
         ka = torch.tensor(inputs.k_pos, device=dev, dtype=dt)[:, None] * inv
         phi = torch.cat([qa.sin(), qa.sin()], -1)  # (I, D)
@@ -245,7 +244,7 @@ def relative_position_bias(qv: torch.Tensor, r_kernel: torch.Tensor, inputs: Att
         qw = torch.einsum("binh,dnh->bind", qv, r_kernel)  # (B, I, N, D)
         return (torch.einsum("bind,jd->bnij", qw * phi[:, None], psi)
                 + torch.einsum("bind,jd->bnij", qw * pi[:, None], omega))
-    r_head = torch.einsum("td,dnh->nht", _sinusoid(_distances(inputs, dev), d_model, dt), r_kernel)
+    r_head = torch.einsum("td,dnh->nht", _sinusoid(_distances(inputs, dev), dim, dt), r_kernel)
     b, n_q, n_h, _ = qv.shape
     out = _rel_shift_scores(rearrange(qv, "b i n h -> n b i h"), r_head, inputs)
     return rearrange(out, "(n b) i j -> b n i j", n=n_h)
@@ -256,8 +255,8 @@ class FunnelRelMultiheadAttention(nn.Module):
 
     def __init__(self, cfg: FunnelConfig) -> None:
         super().__init__()
-        self.cfg = cfg
-        d, n, h = cfg.d_model, cfg.n_head, cfg.d_head
+        self.config = cfg
+        d, n, h = cfg.dim, cfg.num_heads, cfg.head_dim
         self.q_head = nn.Linear(d, n * h, bias=False)
         self.k_head = nn.Linear(d, n * h)
         self.v_head = nn.Linear(d, n * h)
@@ -267,8 +266,24 @@ class FunnelRelMultiheadAttention(nn.Module):
         self.r_s_bias = nn.Parameter(torch.zeros(n, h))  # w: segment bias
         self.seg_embed = nn.Parameter(torch.zeros(2, n, h))  # s_0 (different segment), s_1 (same segment)
         self.post_proj = nn.Linear(n * h, d)
-        self.layer_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps)
+        self.layer_norm = nn.LayerNorm(d, eps=cfg.norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, query: torch.Tensor, kv: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
+        """``query`` (batch, I, dim), ``kv`` (batch, J, dim) -> (batch, I, dim): ``LayerNorm(query + S-Attn)``.
+
+        ``score_ij = [(q_i + u)^T k_j + (q_i + v)^T W_r r(p_i - p_j) + (q_i + w)^T s_ij] / sqrt(d_head)``: the content
+        term inside SDPA, the other two (and the padding) as its additive mask, :meth:`bias`.
+        """
+        n = self.config.num_heads
+        q = rearrange(self.q_head(query), "b i (n h) -> b i n h", n=n)  # (B, I, N, H)
+        k = rearrange(self.k_head(kv), "b j (n h) -> b n j h", n=n)  # (B, N, J, H)
+        v = rearrange(self.v_head(kv), "b j (n h) -> b n j h", n=n)
+        mask = self.bias(q, inputs)  # positional + token-type terms + padding, (B, N, I, J)
+        out = F.scaled_dot_product_attention(rearrange(q + self.r_w_bias, "b i n h -> b n i h"), k, v, attn_mask=mask,
+                                             dropout_p=self.config.attn_dropout if self.training else 0.0)
+        out = self.dropout(self.post_proj(rearrange(out, "b n i h -> b i (n h)")))
+        return self.layer_norm(query + out)  # post-norm residual on the (pooled) query
 
     def bias(self, q: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
         """Additive SDPA mask (batch, heads, I, J): scaled positional + token-type terms and the padding mask.
@@ -278,13 +293,14 @@ class FunnelRelMultiheadAttention(nn.Module):
         token-type term is rank 2 in (i, j): with ``s_c = (q_i + w)^T s_c`` and token types in {0, 1, 2} (2 =
         same as everything), ``seg_ij = s_1 - (s_1 - s_0) ([t_i=0][t_j=1] + [t_i=1][t_j=0])``. Returned as a
         (batch, heads, I, J) view for SDPA. ``1/sqrt(d_head)`` scales the small kernels, not the (I, J) terms.
+        Equal to :meth:`reference_bias`, the equations written pair by pair (tested).
         """
-        cfg = self.cfg
-        n_h, d_head = cfg.n_head, cfg.d_head
+        cfg = self.config
+        n_h = cfg.num_heads
         b, n_q = q.shape[:2]
         n_k = inputs.k_mask.shape[1]
         dev, dt = q.device, q.dtype
-        scale = 1.0 / math.sqrt(d_head)
+        scale = 1.0 / math.sqrt(cfg.head_dim)
         sep = cfg.separate_cls
         qn = rearrange(q, "b i n h -> n b i h")
         keep_q = torch.ones(n_q, device=dev, dtype=dt)
@@ -300,7 +316,7 @@ class FunnelRelMultiheadAttention(nn.Module):
             pos = relative_position_bias(rearrange(qv, "n b i h -> b i n h"), r_kernel, inputs, "factorized")
             pos = rearrange(pos, "b n i j -> (n b) i j")
         else:
-            r_head = torch.einsum("td,dnh->nht", _sinusoid(_distances(inputs, dev), cfg.d_model, dt), r_kernel)
+            r_head = torch.einsum("td,dnh->nht", _sinusoid(_distances(inputs, dev), cfg.dim, dt), r_kernel)
             pos = _rel_shift_scores(qv, r_head, inputs)  # (N*B, I, J) strided view
         s_kernel = (self.seg_embed * scale).permute(1, 2, 0)[:, None]  # (N, 1, H, 2)
         seg = torch.matmul(qn + self.r_s_bias[:, None, None], s_kernel)  # (N, B, I, 2)
@@ -321,27 +337,37 @@ class FunnelRelMultiheadAttention(nn.Module):
         out = torch.baddbmm(pos, a, rk)  # (N*B, I, J)
         return rearrange(out, "(n b) i j -> b n i j", n=n_h)
 
-    def forward(self, query: torch.Tensor, kv: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
-        """``query`` (batch, I, d_model), ``kv`` (batch, J, d_model) -> (batch, I, d_model)."""
-        n = self.cfg.n_head
-        q = rearrange(self.q_head(query), "b i (n h) -> b i n h", n=n)
-        k = rearrange(self.k_head(kv), "b j (n h) -> b n j h", n=n)
-        v = rearrange(self.v_head(kv), "b j (n h) -> b n j h", n=n)
-        mask = self.bias(q, inputs)
-        out = F.scaled_dot_product_attention(rearrange(q + self.r_w_bias, "b i n h -> b n i h"), k, v, attn_mask=mask,
-                                             dropout_p=self.cfg.attention_dropout if self.training else 0.0)
-        out = self.dropout(self.post_proj(rearrange(out, "b n i h -> b i (n h)")))
-        return self.layer_norm(query + out)
+    def reference_bias(self, q: torch.Tensor, inputs: AttentionInputs) -> torch.Tensor:
+        """What :meth:`bias` computes, written as the paper's equations (appendix A.2), pair by pair; for reading and
+        tests (it materialises a (batch, I, J, heads, d_head) tensor).
 
+        ``bias_ij = [(q_i + v)^T W_r r(p_i - p_j) + (q_i + w)^T s_[t_i ~ t_j]] / sqrt(d_head)``, zero in [CLS]'s row and
+        column, ``-1e6`` at padded keys; ``r(d) = [sin(d w_k), cos(d w_k)]``, and ``t_i ~ t_j`` when the token types
+        are equal or either is 2. ``q``: (batch, I, heads, d_head) -> (batch, heads, I, J).
+        """
+        cfg = self.config
+        dist = torch.tensor(inputs.q_pos, device=q.device)[:, None] - torch.tensor(inputs.k_pos, device=q.device)
+        r = _sinusoid(dist.flatten(), cfg.dim, q.dtype).view(*dist.shape, cfg.dim)  # (I, J, D): r(p_i - p_j)
+        pos = torch.einsum("binh,dnh,ijd->bnij", q + self.r_r_bias, self.r_kernel, r)  # (q_i + v)^T W_r r(p_i - p_j)
+        qt, kt = inputs.q_types[:, :, None], inputs.k_types[:, None]  # (B, I, 1), (B, 1, J)
+        same = (qt == kt) | (qt == CLS_TYPE_ID) | (kt == CLS_TYPE_ID)  # (B, I, J)
+        s = self.seg_embed[same.long()]  # (B, I, J, N, H): s_1 (same segment) or s_0 (different)
+        seg = torch.einsum("binh,bijnh->bnij", q + self.r_s_bias, s)  # (q_i + w)^T s_[t_i ~ t_j]
+        rel = (pos + seg) / math.sqrt(cfg.head_dim)
+        if cfg.separate_cls:  # [CLS] has no positional or segment relation to anything
+            keep_q = (torch.arange(rel.shape[2], device=q.device) > 0).to(rel.dtype)
+            keep_k = (torch.arange(rel.shape[3], device=q.device) > 0).to(rel.dtype)
+            rel = rel * keep_q[:, None] * keep_k
+        return rel + ((inputs.k_mask.to(rel.dtype) - 1.0) * MASK_VALUE)[:, None, None, :]
 
 class FunnelPositionwiseFFN(nn.Module):
     """``LayerNorm(h + W_2 act(W_1 h))``."""
 
     def __init__(self, cfg: FunnelConfig) -> None:
         super().__init__()
-        self.linear_1 = nn.Linear(cfg.d_model, cfg.d_ff)
-        self.linear_2 = nn.Linear(cfg.d_ff, cfg.d_model)
-        self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.linear_1 = nn.Linear(cfg.dim, cfg.ffn_dim)
+        self.linear_2 = nn.Linear(cfg.ffn_dim, cfg.dim)
+        self.layer_norm = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
         self.activation_dropout = nn.Dropout(cfg.activation_dropout)
         self.dropout = nn.Dropout(cfg.dropout)
         self.act = {"gelu_new": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu, "relu": F.relu}[cfg.activation]
@@ -366,8 +392,8 @@ class FunnelEmbeddings(nn.Module):
 
     def __init__(self, cfg: FunnelConfig) -> None:
         super().__init__()
-        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_token_id)
-        self.layer_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim, padding_idx=cfg.pad_token_id)
+        self.layer_norm = nn.LayerNorm(cfg.dim, eps=cfg.norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
@@ -379,13 +405,13 @@ class FunnelEncoder(nn.Module):
 
     def __init__(self, cfg: FunnelConfig) -> None:
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         self.blocks = nn.ModuleList(nn.ModuleList(FunnelLayer(cfg) for _ in range(n)) for n in cfg.block_sizes)
 
     def forward(self, h: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor,
                 output_hidden_states: bool = False) -> tuple[torch.Tensor, torch.Tensor, int, tuple[torch.Tensor, ...]]:
         """(batch, T, d) -> (last (batch, T', d), first block's output (batch, T, d), total stride, hidden states)."""
-        cfg = self.cfg
+        cfg = self.config
         sep, trunc = cfg.separate_cls, cfg.truncate_seq
         pos, stride = list(range(h.shape[1])), 1
         types, mask = token_type_ids, attention_mask.to(h.dtype)
@@ -421,13 +447,13 @@ class FunnelDecoder(nn.Module):
 
     def __init__(self, cfg: FunnelConfig) -> None:
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         self.layers = nn.ModuleList(FunnelLayer(cfg) for _ in range(cfg.num_decoder_layers))
 
     def forward(self, last: torch.Tensor, first: torch.Tensor, stride: int, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """``last`` (batch, T', d), ``first`` (batch, T, d) -> (batch, T, d) and each layer's output."""
-        h = upsample(last, stride, first.shape[1], self.cfg.separate_cls, self.cfg.truncate_seq) + first
+        h = upsample(last, stride, first.shape[1], self.config.separate_cls, self.config.truncate_seq) + first
         pos = list(range(h.shape[1]))
         inputs = AttentionInputs(pos, pos, 1, 1, token_type_ids, token_type_ids, attention_mask.to(h.dtype))
         states = (h,)
@@ -435,6 +461,146 @@ class FunnelDecoder(nn.Module):
             h = layer(h, h, inputs)
             states += (h,)
         return h, states
+
+
+def init_weights(module: nn.Module, initializer_range: float = 0.1) -> None:
+    """Official init: Linear ~ N(0, 1/(fan_in+fan_out)), biases 0; relative-attention vectors ~ U(0, 0.1);
+    word embeddings ~ N(0, 1)."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, std=math.sqrt(1.0 / (m.in_features + m.out_features)))
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, FunnelRelMultiheadAttention):
+            for p in (m.r_w_bias, m.r_r_bias, m.r_kernel, m.r_s_bias, m.seg_embed):
+                nn.init.uniform_(p, 0.0, initializer_range)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, std=1.0)
+            if m.padding_idx is not None:
+                with torch.no_grad():
+                    m.weight[m.padding_idx].zero_()
+
+
+class FunnelBase(nn.Module):
+    """Embeddings + the funnel encoder, no decoder (sequence-level tasks). Output: (batch, T', dim)."""
+
+    hf_class = "FunnelBaseModel"
+    config_class = FunnelConfig
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embeddings = FunnelEmbeddings(cfg)
+        self.encoder = FunnelEncoder(cfg)
+        init_weights(self)
+
+    @staticmethod
+    def example_inputs(cfg: FunnelConfig, batch: int = 2) -> dict[str, torch.Tensor]:
+        return example_inputs(cfg, batch)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False) -> BaseModelOutput:
+        input_ids, attention_mask, token_type_ids = _check_inputs(input_ids, attention_mask, token_type_ids)
+        h, _, _, states = self.encoder(self.embeddings(input_ids), attention_mask, token_type_ids,
+                                       output_hidden_states)
+        return BaseModelOutput(last_hidden_state=h, hidden_states=states or None)
+
+
+class FunnelModel(nn.Module):
+    """Embeddings + encoder + decoder: full-length output (batch, T, dim) for token-level objectives."""
+
+    hf_class = "FunnelModel"
+    config_class = FunnelConfig
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embeddings = FunnelEmbeddings(cfg)
+        self.encoder = FunnelEncoder(cfg)
+        self.decoder = FunnelDecoder(cfg)
+        init_weights(self)
+
+    @staticmethod
+    def example_inputs(cfg: FunnelConfig, batch: int = 2) -> dict[str, torch.Tensor]:
+        return example_inputs(cfg, batch)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False) -> BaseModelOutput:
+        input_ids, attention_mask, token_type_ids = _check_inputs(input_ids, attention_mask, token_type_ids)
+        last, first, stride, enc_states = self.encoder(self.embeddings(input_ids), attention_mask, token_type_ids,
+                                                       output_hidden_states)
+        h, dec_states = self.decoder(last, first, stride, attention_mask, token_type_ids)
+        return BaseModelOutput(last_hidden_state=h,
+                               hidden_states=enc_states + dec_states if output_hidden_states else None)
+
+
+class FunnelClassificationHead(nn.Module):
+    """``W_o dropout(tanh(W_h h))``: (batch, dim) -> (batch, num_labels)."""
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.linear_hidden = nn.Linear(cfg.dim, cfg.dim)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.linear_out = nn.Linear(cfg.dim, cfg.num_labels)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.linear_out(self.dropout(torch.tanh(self.linear_hidden(h))))
+
+
+class FunnelClassifier(nn.Module):
+    """:class:`FunnelBase` + head on the pooled [CLS]: ``W_o tanh(W_h h_cls)`` -> (batch, num_labels)."""
+
+    hf_class = "FunnelForSequenceClassification"
+    config_class = FunnelConfig
+
+    def __init__(self, cfg: FunnelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.funnel = FunnelBase(cfg)
+        self.classifier = FunnelClassificationHead(cfg)
+        init_weights(self.classifier)
+
+    @staticmethod
+    def example_inputs(cfg: FunnelConfig, batch: int = 2) -> dict[str, torch.Tensor]:
+        return example_inputs(cfg, batch)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> ClassifierOutput:
+        h = self.funnel(input_ids, attention_mask, token_type_ids).last_hidden_state[:, 0]
+        logits = self.classifier(h)
+        loss = None
+        if labels is not None:
+            _check_labels(labels, logits)
+            loss = (F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype)) if self.config.num_labels == 1
+                    else F.cross_entropy(logits, labels))
+        return ClassifierOutput(loss=loss, logits=logits)
+
+
+def example_inputs(cfg: FunnelConfig, batch: int = 2, seq: int = 12, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Keyword inputs for any of the models: ``input_ids`` ([CLS] = 2 first), an ``attention_mask`` with the last
+    row padded, ``token_type_ids`` with two segments and [CLS] of type 2; all (batch, seq)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, cfg.vocab_size, (batch, seq), generator=g)
+    ids[:, 0] = 2
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    mask[-1, seq - 3:] = 0
+    types = (torch.arange(seq) >= seq // 2).long().expand(batch, seq).clone()
+    types[:, 0] = CLS_TYPE_ID
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+
+
+# -------------------------------------------------------------------------------------------------------- checks
+
+def _check_config(cfg: FunnelConfig) -> None:
+    parse_blocks(cfg.blocks)
+    if cfg.pooling not in ("mean", "max"):
+        raise ValueError(f"pooling must be 'mean' or 'max', got {cfg.pooling!r}")
+    if cfg.attention_type not in ("rel_shift", "factorized"):
+        raise ValueError(f"attention_type must be 'rel_shift' or 'factorized', got {cfg.attention_type!r}")
+    if cfg.activation not in ("gelu_new", "gelu", "relu"):
+        raise ValueError(f"activation must be 'gelu_new', 'gelu' or 'relu', got {cfg.activation!r}")
+    if cfg.dim % 2:
+        raise ValueError(f"dim must be even (sin/cos halves), got {cfg.dim}")
 
 
 def _check_inputs(input_ids, attention_mask, token_type_ids) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -458,100 +624,6 @@ def _check_inputs(input_ids, attention_mask, token_type_ids) -> tuple[torch.Tens
     return input_ids, attention_mask, token_type_ids
 
 
-def init_weights(module: nn.Module, initializer_range: float = 0.1) -> None:
-    """Official init: Linear ~ N(0, 1/(fan_in+fan_out)), biases 0; relative-attention vectors ~ U(0, 0.1);
-    word embeddings ~ N(0, 1)."""
-    for m in module.modules():
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, std=math.sqrt(1.0 / (m.in_features + m.out_features)))
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, FunnelRelMultiheadAttention):
-            for p in (m.r_w_bias, m.r_r_bias, m.r_kernel, m.r_s_bias, m.seg_embed):
-                nn.init.uniform_(p, 0.0, initializer_range)
-        elif isinstance(m, nn.Embedding):
-            nn.init.normal_(m.weight, std=1.0)
-            if m.padding_idx is not None:
-                with torch.no_grad():
-                    m.weight[m.padding_idx].zero_()
-
-
-class FunnelBase(nn.Module):
-    """Embeddings + the funnel encoder, no decoder (sequence-level tasks). Output: (batch, T', d_model)."""
-
-    hf_class = "FunnelBaseModel"
-
-    def __init__(self, cfg: FunnelConfig) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.embeddings = FunnelEmbeddings(cfg)
-        self.encoder = FunnelEncoder(cfg)
-        init_weights(self)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False) -> BaseModelOutput:
-        input_ids, attention_mask, token_type_ids = _check_inputs(input_ids, attention_mask, token_type_ids)
-        h, _, _, states = self.encoder(self.embeddings(input_ids), attention_mask, token_type_ids,
-                                       output_hidden_states)
-        return BaseModelOutput(last_hidden_state=h, hidden_states=states or None)
-
-
-class FunnelModel(nn.Module):
-    """Embeddings + encoder + decoder: full-length output (batch, T, d_model) for token-level objectives."""
-
-    hf_class = "FunnelModel"
-
-    def __init__(self, cfg: FunnelConfig) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.embeddings = FunnelEmbeddings(cfg)
-        self.encoder = FunnelEncoder(cfg)
-        self.decoder = FunnelDecoder(cfg)
-        init_weights(self)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_hidden_states: bool = False) -> BaseModelOutput:
-        input_ids, attention_mask, token_type_ids = _check_inputs(input_ids, attention_mask, token_type_ids)
-        last, first, stride, enc_states = self.encoder(self.embeddings(input_ids), attention_mask, token_type_ids,
-                                                       output_hidden_states)
-        h, dec_states = self.decoder(last, first, stride, attention_mask, token_type_ids)
-        return BaseModelOutput(last_hidden_state=h,
-                               hidden_states=enc_states + dec_states if output_hidden_states else None)
-
-
-class FunnelClassificationHead(nn.Module):
-    """``W_o dropout(tanh(W_h h))``: (batch, d_model) -> (batch, num_labels)."""
-
-    def __init__(self, cfg: FunnelConfig) -> None:
-        super().__init__()
-        self.linear_hidden = nn.Linear(cfg.d_model, cfg.d_model)
-        self.dropout = nn.Dropout(cfg.dropout)
-        self.linear_out = nn.Linear(cfg.d_model, cfg.num_labels)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.linear_out(self.dropout(torch.tanh(self.linear_hidden(h))))
-
-
-class FunnelClassifier(nn.Module):
-    """:class:`FunnelBase` + head on the pooled [CLS]: ``W_o tanh(W_h h_cls)`` -> (batch, num_labels)."""
-
-    hf_class = "FunnelForSequenceClassification"
-
-    def __init__(self, cfg: FunnelConfig) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.funnel = FunnelBase(cfg)
-        self.classifier = FunnelClassificationHead(cfg)
-        init_weights(self.classifier)
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> ClassifierOutput:
-        h = self.funnel(input_ids, attention_mask, token_type_ids).last_hidden_state[:, 0]
-        logits = self.classifier(h)
-        loss = None
-        if labels is not None:
-            if labels.shape != logits.shape[:1]:
-                raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
-            loss = (F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype)) if self.cfg.num_labels == 1
-                    else F.cross_entropy(logits, labels))
-        return ClassifierOutput(loss=loss, logits=logits)
+def _check_labels(labels: torch.Tensor, logits: torch.Tensor) -> None:
+    if labels.shape != logits.shape[:1]:
+        raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")

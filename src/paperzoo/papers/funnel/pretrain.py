@@ -3,7 +3,7 @@
 The discriminator is a full :class:`~.model.FunnelModel` (encoder + upsampling decoder, so every token gets a
 replaced/original prediction); the generator is a standard ELECTRA MLM generator (a small Transformer,
 ``generator_size`` of the width, as ELECTRA recommends) whose word-embedding table is the discriminator's.
-After pretraining, ``pretrainer.discriminator`` is the Funnel whose encoder is fine-tuned (drop the decoder:
+After pretraining, ``pretrainer.discriminator_body`` is the Funnel whose encoder is fine-tuned (drop the decoder:
 copy its ``embeddings``/``encoder`` into a :class:`~.model.FunnelBase`, see :func:`base_from_pretrained`).
 
 A single-block config without decoder layers (``blocks="12"``, ``num_decoder_layers=0``) never pools: it is a
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from paperzoo.papers.electra.model import ElectraConfig, ElectraGenerator
+from paperzoo.papers.electra.model import ElectraConfig, ElectraGenerator, RTDHead, init_weights
 from paperzoo.papers.electra.objective import ElectraPretrainer, ObjectiveConfig
 
 from .model import FunnelBase, FunnelClassifier, FunnelConfig, FunnelModel
@@ -31,8 +31,7 @@ def is_standard(cfg: FunnelConfig) -> bool:
 def standard_config(cfg: FunnelConfig, depth: int) -> FunnelConfig:
     """The standard Transformer of ``cfg``'s width (same attention, FFN, norms): one block of ``depth`` layers, no
     pooling, no decoder."""
-    if not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"depth must be an int >= 1, got {depth!r}")
+    _check_depth(depth, "depth")
     return replace(cfg, blocks=str(depth), num_decoder_layers=0)
 
 
@@ -45,31 +44,25 @@ def build_pretrainer(cfg: FunnelConfig, generator_size: float = 0.25, generator_
     ``generator_depth`` defaults to the funnel's number of distinct encoder layers; ``max_len`` bounds the
     generator's learned positions (Funnel itself is relative and has no such bound).
     """
-    if not isinstance(cfg, FunnelConfig):
-        raise ValueError(f"cfg must be a FunnelConfig, got {type(cfg).__name__}")
-    if not 0.0 < generator_size <= 1.0:
-        raise ValueError(f"generator_size must be in (0, 1], got {generator_size}")
+    _check_build(cfg, generator_size)
     depth = generator_depth or sum(cfg.block_sizes)
-    if depth < 1:
-        raise ValueError(f"generator_depth must be >= 1, got {generator_depth}")
-    ecfg = ElectraConfig(vocab_size=cfg.vocab_size, embedding_dim=cfg.d_model, dim=cfg.d_model, depth=depth,
-                         num_heads=cfg.n_head, ffn_dim=cfg.d_ff, max_len=max_len, dropout=cfg.dropout,
-                         attn_dropout=cfg.attention_dropout, pad_token_id=cfg.pad_token_id or 0,
+    _check_depth(depth, "generator_depth")
+    ecfg = ElectraConfig(vocab_size=cfg.vocab_size, embedding_dim=cfg.dim, dim=cfg.dim, num_layers=depth,
+                         num_heads=cfg.num_heads, ffn_dim=cfg.ffn_dim, max_len=max_len, dropout=cfg.dropout,
+                         attn_dropout=cfg.attn_dropout, pad_token_id=cfg.pad_token_id or 0,
                          generator_size=generator_size)
     disc = FunnelBase(cfg) if is_standard(cfg) else FunnelModel(cfg)
-    gen = ElectraGenerator(ecfg.generator_config())
+    gen = ElectraGenerator(ecfg)
     if tie_embeddings:  # the only table Funnel has: word embeddings (no absolute positions, no type table)
         gen.body.embeddings.word = disc.embeddings.word_embeddings
-    return ElectraPretrainer(gen, disc, objective or ObjectiveConfig(), dim=cfg.d_model, activation="gelu")
+    return ElectraPretrainer(gen, disc, init_weights(RTDHead(cfg.dim, "gelu")), objective or ObjectiveConfig())
 
 
 def base_from_pretrained(pretrainer: ElectraPretrainer) -> FunnelBase:
     """A decoder-free :class:`FunnelBase` carrying the pretrained discriminator's embeddings and encoder."""
-    disc = pretrainer.discriminator
-    if not isinstance(disc, FunnelModel | FunnelBase):
-        raise ValueError("expected a pretrainer whose discriminator is a FunnelModel or FunnelBase, got "
-                         f"{type(disc).__name__}")
-    base = FunnelBase(disc.cfg)
+    disc = pretrainer.discriminator_body
+    _check_discriminator(disc)
+    base = FunnelBase(disc.config)
     base.embeddings.load_state_dict(disc.embeddings.state_dict())
     base.encoder.load_state_dict(disc.encoder.state_dict())
     return base
@@ -78,6 +71,25 @@ def base_from_pretrained(pretrainer: ElectraPretrainer) -> FunnelBase:
 def classifier_from_pretrained(pretrainer: ElectraPretrainer, num_labels: int) -> FunnelClassifier:
     """A :class:`FunnelClassifier` (fresh head) on the pretrained encoder, for fine-tuning."""
     base = base_from_pretrained(pretrainer)
-    clf = FunnelClassifier(replace(base.cfg, num_labels=num_labels))
+    clf = FunnelClassifier(replace(base.config, num_labels=num_labels))
     clf.funnel.load_state_dict(base.state_dict())
     return clf
+
+
+# -------------------------------------------------------------------------------------------------------- checks
+def _check_depth(depth, name: str) -> None:
+    if not isinstance(depth, int) or depth < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {depth!r}")
+
+
+def _check_build(cfg, generator_size: float) -> None:
+    if not isinstance(cfg, FunnelConfig):
+        raise ValueError(f"cfg must be a FunnelConfig, got {type(cfg).__name__}")
+    if not 0.0 < generator_size <= 1.0:
+        raise ValueError(f"generator_size must be in (0, 1], got {generator_size}")
+
+
+def _check_discriminator(disc) -> None:
+    if not isinstance(disc, FunnelModel | FunnelBase):
+        raise ValueError("expected a pretrainer whose discriminator is a FunnelModel or FunnelBase, got "
+                         f"{type(disc).__name__}")

@@ -4,30 +4,29 @@ Both models are the same code (:mod:`.model`): the standard Transformer is a sin
 (:func:`.pretrain.standard_config`), so they differ only by pooling between blocks (and Funnel's upsampling decoder
 during pretraining). Per run folder:
 
-1. a WordPiece vocabulary trained on the IMDB train-fold text (``tokenizer.json``, ELECTRA's tokenizer code);
-2. the baseline's depth: the smallest whose forward FLOPs per token, measured with ``torch.utils.flop_counter``,
+1. a WordPiece vocabulary trained on the IMDB train-fold text (``tokenizer.json``, :mod:`paperzoo.data.tokenizer`);
+2. the baseline's depth: the smallest whose forward FLOPs per token, counted by :func:`paperzoo.measure.count_flops`,
    are >= the Funnel encoder's at both the pretraining and the fine-tuning length (:func:`matched_depth`);
-3. per (architecture, seed) job (folder ``<arch>/seed<k>/``, ``final.json`` when done): ELECTRA pretraining
-   (ELECTRA's objective, unchanged: generator 1/4 + discriminator, ``L_MLM + 50 L_Disc``) on ``[CLS] window [SEP]``
-   examples of that text, then fine-tuning on SST-2, CoLA, MR, SUBJ, MPQA, CR with ELECTRA's loop and layer-wise
-   LR decay (:mod:`.finetune`). Equal pretraining compute: by default the baseline's step count is set so that its
-   total measured pretraining FLOPs are >= Funnel's (``budget="flops"``); ``budget="steps"`` gives both the same
-   steps (the paper's protocol);
+3. per (architecture, seed) job (``<arch>/seed-<k>/``): ELECTRA pretraining (ELECTRA's objective, unchanged:
+   generator 1/4 + discriminator, ``L_MLM + 50 L_Disc``) on ``[CLS] window [SEP]`` examples of that text, then
+   fine-tuning on SST-2, CoLA, MR, SUBJ, MPQA, CR with the shared mini-GLUE loop and layer-wise LR decay
+   (:mod:`.finetune`). Equal pretraining compute: by default the baseline's step count is set so that its total
+   measured pretraining FLOPs are >= Funnel's (``budget="flops"``); ``budget="steps"`` gives both the same steps
+   (the paper's protocol);
 4. a token-level probe (:func:`replaced_token_probe`): each discriminator scores the same held-out windows with
-   15% of the tokens replaced from the training unigram distribution (fixed seeds): accuracy and ROC AUC;
-5. costs measured in this process after training: FLOPs per token, milliseconds per pretraining and fine-tuning
-   step (interleaved timing), activation memory (bytes autograd saves for backward), parameters.
+   15% of the tokens replaced from the training unigram distribution (fixed seeds): accuracy and ROC AUC.
 
-The claim is judged on the mini-GLUE average (Welch 95% interval of Funnel - standard over seeds, margin 0).
+The claim is judged on the mini-GLUE average (:class:`paperzoo.recipes.Beats`: the Welch 95% interval of Funnel -
+standard over seeds above 0). Wall-clock costs of the two encoders (ms per step, activation memory) and the
+paper-scale FLOP table are benchmarks: ``paperzoo bench funnel-costs`` (:mod:`paperzoo.bench.funnel`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,8 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch.utils.data import TensorDataset
 
-from paperzoo.data.tokenizer import encode_batch, load_tokenizer, pack_documents, special_ids, train_wordpiece
+from paperzoo.data.tokenizer import load_tokenizer, pack_documents, special_ids, train_wordpiece
+from paperzoo.measure import count_flops
 from paperzoo.papers.electra.objective import (
     ElectraPretrainer,
     ObjectiveConfig,
@@ -43,16 +43,16 @@ from paperzoo.papers.electra.objective import (
     evaluate_pretrainer,
     pretrain_step_flops,
 )
+from paperzoo.recipes import Beats, Job, Preset, cached, run_jobs, smoke, start
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 from paperzoo.train.finetune import TASKS, FinetuneConfig, finetune_task, load_task
-from paperzoo.train.parallel import run_jobs
 
 from .finetune import classifier_fn
-from .model import FunnelBase, FunnelClassifier, FunnelConfig, FunnelModel
+from .model import FunnelBase, FunnelConfig, FunnelModel
 from .pretrain import base_from_pretrained, build_pretrainer, is_standard, standard_config
 
-__all__ = ["PAPER", "CLAIM", "ARCHS", "Preset", "PRESETS", "forward_flops_per_token", "matched_depth", "flop_table",
-           "replaced_token_probe", "activation_bytes", "train_job", "run"]
+__all__ = ["PAPER", "CLAIM", "ARCHS", "FunnelPreset", "PRESETS", "forward_flops_per_token", "matched_depth",
+           "replaced_token_probe", "train_job", "run"]
 
 PAPER = "funnel"
 CLAIM = ("With comparable or fewer FLOPs, a Funnel encoder (sequence pooled to half length at each block, pooled "
@@ -60,84 +60,77 @@ CLAIM = ("With comparable or fewer FLOPs, a Funnel encoder (sequence pooled to h
          "tasks (paper Tables 1-2: B6-6-6 vs L12 after ELECTRA pretraining, GLUE); here: mini-GLUE (SST-2, CoLA, MR, "
          "SUBJ, MPQA, CR) after ELECTRA pretraining of both on IMDB train-fold text at equal measured FLOPs.")
 ARCHS = ("funnel", "standard")
+BUDGETS = {
+    "flops": "equal measured FLOPs (the standard model's step count is ceil(steps x F_funnel / F_standard), FLOPs "
+             "per step counted on one training batch including the generator and heads)",
+    "steps": "equal steps (the paper's protocol); FLOPs per step differ",
+}
 
 
-@dataclass(frozen=True)
-class Preset:
-    """One scale of the recipe. ``funnel.vocab_size`` is replaced by the trained vocabulary's size.
+@dataclass(frozen=True, kw_only=True)
+class FunnelPreset(Preset):
+    """One scale of the recipe. ``model``: the Funnel, whose ``vocab_size`` is the size of the WordPiece vocabulary
+    to train (the trained vocabulary's size replaces it); ``train``: the ELECTRA pretraining; ``finetune``: mini-GLUE.
 
     ``budget``: "flops" (the baseline pretrains ``ceil(steps * F_funnel / F_standard)`` steps, so that its measured
-    pretraining FLOPs are >= Funnel's) or "steps" (both pretrain ``pretrain.steps``, the paper's protocol).
+    pretraining FLOPs are >= Funnel's) or "steps" (both pretrain ``train.steps``, the paper's protocol).
     """
 
-    funnel: FunnelConfig
-    pretrain: TrainConfig
+    model: FunnelConfig
     finetune: FinetuneConfig
     generator_size: float = 0.25
     generator_depth: int = 2
-    vocab_size: int = 8000
     seq_len: int = 128
     docs: int | None = None  # IMDB train-fold reviews used (None: all 25000)
     eval_docs: int = 200  # held-out reviews (the last ones) for pretraining metrics and the probe
     eval_windows: int = 256
-    seeds: int = 3
     tasks: tuple[str, ...] = TASKS
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
     budget: str = "flops"
-    timing_repeats: int = 5
-    paper_table: bool = True  # also measure the d=768 FLOP table (B6-6-6 vs L12, ...) for the report
 
-    def __post_init__(self):
-        if self.budget not in ("flops", "steps"):
-            raise ValueError(f"budget must be 'flops' or 'steps', got {self.budget!r}")
-        if is_standard(self.funnel):
-            raise ValueError("the preset's funnel config must pool (several blocks) or have a decoder")
-
-
-def _funnel(**kw) -> FunnelConfig:
-    return FunnelConfig(**{"pad_token_id": 0, "num_decoder_layers": 2, **kw})
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.model, FunnelConfig):
+            raise ValueError(f"FunnelPreset.model must be a FunnelConfig, got {type(self.model).__name__}")
+        if self.budget not in BUDGETS:
+            raise ValueError(f"budget must be one of {sorted(BUDGETS)}, got {self.budget!r}")
+        if is_standard(self.model):
+            raise ValueError("the preset's Funnel config must pool (several blocks) or have a decoder")
 
 
-# ELECTRA's pretraining rate at batch 32 (see the ELECTRA README: 5e-4 and 1e-3 collapse the discriminator there).
-PRETRAIN_LR = 2e-4
-
-PRESETS: dict[str, Preset] = {
+PRESETS: dict[str, FunnelPreset] = {
     # the smoke test: well under a minute on one thread; asserts learning, not quality
-    "tiny": Preset(
-        funnel=_funnel(blocks="1-1", d_model=32, n_head=2, d_head=16, d_ff=64, num_decoder_layers=1, dropout=0.0,
-                       attention_dropout=0.0),
-        pretrain=TrainConfig(steps=40, batch_size=16, lr=2e-3, warmup_steps=4, schedule="linear", weight_decay=0.01,
-                             eval_every=20, ckpt_every=20, log_every=10, device="cpu"),
+    "tiny": FunnelPreset(
+        model=FunnelConfig.preset("tiny", vocab_size=1000, pad_token_id=0, dropout=0.0, attn_dropout=0.0),
+        train=TrainConfig(steps=40, batch_size=16, lr=2e-3, warmup_steps=4, schedule="linear", weight_decay=0.01,
+                          eval_every=20, ckpt_every=20, log_every=10, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, max_steps=4, batch_size=16, max_len=32, max_train=64, max_test=64),
-        generator_size=0.5, generator_depth=1, vocab_size=1000, seq_len=64, docs=300, eval_docs=30,
-        eval_windows=64, seeds=2, tasks=("SST-2", "MR"), timing_repeats=2, paper_table=False),
-    # the reproduction on a quiet 2-core CPU (estimate with --workers 2: about 1.5 h; see the README): B2-2-2
-    # (+2 decoder layers) vs a standard Transformer (depth matched: 4) at d 128 -- the paper's B6-6-6 vs L12 at a third
-    # of the depth. Pretraining FLOPs per step (batch 32 x 128): Funnel ~41.6 G, standard ~32.2 G (~1550 steps).
-    "small": Preset(
-        funnel=_funnel(blocks="2-2-2", d_model=128, n_head=2, d_head=64, d_ff=512),
-        pretrain=TrainConfig(steps=1200, batch_size=32, lr=PRETRAIN_LR, warmup_steps=120, schedule="linear",
-                             weight_decay=0.01, eval_every=400, ckpt_every=200, log_every=20, device="cpu"),
+        generator_size=0.5, generator_depth=1, seq_len=64, docs=300, eval_docs=30, eval_windows=64, seeds=2,
+        tasks=("SST-2", "MR")),
+    # the committed reproduction on a 2-core CPU (--workers 2: 106 min): B2-2-2 (+2 decoder layers) vs a standard
+    # Transformer (depth matched: 4) at d 128, the paper's B6-6-6 vs L12 at a third of the depth. Pretraining lr 2e-4:
+    # ELECTRA's at batch 32 (5e-4 and 1e-3 collapse the discriminator there, see the ELECTRA README).
+    "small": FunnelPreset(
+        model=FunnelConfig.preset("small"),
+        train=TrainConfig(steps=1200, batch_size=32, lr=2e-4, warmup_steps=120, schedule="linear",
+                          weight_decay=0.01, eval_every=400, ckpt_every=200, log_every=20, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=300, batch_size=32, max_len=64, max_train=6000),
-        generator_depth=4, vocab_size=8000, seq_len=128, docs=None, seeds=3),
-    # paper-like: B6-6-6 (+2 decoder layers) at d 768 vs L12-like, ELECTRA-Base-ish pretraining; a GPU machine
-    "full": Preset(
-        funnel=_funnel(blocks="6-6-6", d_model=768, n_head=12, d_head=64, d_ff=3072),
-        pretrain=TrainConfig(steps=100_000, batch_size=128, lr=2e-4, warmup_steps=10_000, schedule="linear",
-                             weight_decay=0.01, eval_every=5000, ckpt_every=2000, log_every=100, device="auto"),
+        generator_depth=4, seq_len=128, docs=None, seeds=3),
+    # the paper's base scale: B6-6-6 (+2 decoder layers) at d 768 vs its matched standard depth; a GPU machine
+    "base": FunnelPreset(
+        model=FunnelConfig.preset("base", pad_token_id=0),
+        train=TrainConfig(steps=100_000, batch_size=128, lr=2e-4, warmup_steps=10_000, schedule="linear",
+                          weight_decay=0.01, eval_every=5000, ckpt_every=2000, log_every=100, device="auto"),
         finetune=FinetuneConfig(lr=1e-4, epochs=3.0, batch_size=32, max_len=128),
-        generator_size=1 / 3, generator_depth=12, vocab_size=30522, seq_len=512, docs=None, eval_docs=500,
-        eval_windows=512, seeds=5),
+        generator_size=1 / 3, generator_depth=12, seq_len=512, docs=None, eval_docs=500, eval_windows=512, seeds=5),
 }
 
 
 # ------------------------------------------------------------------------------------------------------- FLOPs
 def forward_flops_per_token(cfg: FunnelConfig, seq_len: int, decoder: bool = False) -> float:
     """Forward FLOPs per token of the encoder (``decoder=True``: with Funnel's decoder, as in pretraining), counted by
-    ``torch.utils.flop_counter`` on the meta device for one sequence of ``seq_len`` (matmuls incl. the relative
-    positional and token-type terms; embeddings, norms and softmax count 0)."""
-    from paperzoo.measure import count_flops
-
+    :func:`paperzoo.measure.count_flops` on the meta device for one sequence of ``seq_len`` (matmuls incl. the
+    relative positional and token-type terms; embeddings, norms and softmax count 0)."""
     with torch.device("meta"):
         model = FunnelModel(cfg) if decoder and not is_standard(cfg) else FunnelBase(cfg)
         ids = torch.zeros(1, seq_len, dtype=torch.long)
@@ -161,41 +154,29 @@ def matched_depth(cfg: FunnelConfig, seq_lens: int | tuple[int, ...], max_depth:
     raise ValueError(f"no standard depth <= {max_depth} reaches the Funnel's FLOPs")
 
 
-def flop_table(d_model: int = 768, n_head: int = 12, d_head: int = 64, d_ff: int = 3072,
-               seq_lens: tuple[int, ...] = (128, 512),
-               layouts: tuple[str, ...] = ("B6-6-6", "B6-6-6+dec", "B6-3x2-3x2", "B4-4-4", "L8", "L11", "L12")
-               ) -> list[dict[str, Any]]:
-    """Measured forward FLOPs per token (GFLOP) of Funnel layouts (``"B6-6-6"``, ``"+dec"``: with the 2-layer
-    decoder) and standard encoders (``"L12"``) of one width, at each length: rows ``{model, seq, gflop_per_token,
-    vs_L12}`` (``vs_L12``: ratio to the L12 row at that length when it is in ``layouts``)."""
-    base = FunnelConfig(d_model=d_model, n_head=n_head, d_head=d_head, d_ff=d_ff, num_decoder_layers=2)
-    rows = []
-    for t in seq_lens:
-        f = {}
-        for name in layouts:
-            if name.startswith("L"):
-                f[name] = forward_flops_per_token(standard_config(base, int(name[1:])), t)
-            else:
-                blocks, dec = name[1:].removesuffix("+dec"), name.endswith("+dec")
-                f[name] = forward_flops_per_token(replace(base, blocks=blocks), t, decoder=dec)
-        rows += [{"model": k, "seq": t, "gflop_per_token": v / 1e9,
-                  "vs_L12": v / f["L12"] if "L12" in f else None} for k, v in f.items()]
-    return rows
+def _pretraining_steps(p: FunnelPreset, step_flops: dict[str, int]) -> dict[str, int]:
+    """Steps per architecture: Funnel's ``train.steps``; the baseline's as many, or enough for Funnel's FLOPs."""
+    std = p.train.steps
+    if p.budget == "flops":
+        std = math.ceil(p.train.steps * step_flops["funnel"] / step_flops["standard"])
+    return {"funnel": p.train.steps, "standard": std}
 
 
-def _flop_markdown(rows: list[dict[str, Any]], d_model: int) -> str:
-    lens = sorted({r["seq"] for r in rows})
-    names = list(dict.fromkeys(r["model"] for r in rows))
-    by = {(r["model"], r["seq"]): r for r in rows}
-    head = f"| model (d={d_model}) | " + " | ".join(f"GFLOP/token, seq {t} | vs L12, seq {t}" for t in lens) + " |"
-    lines = [head, "|---|" + "---|---|" * len(lens)]
-    for n in names:
-        cells = []
-        for t in lens:
-            r = by[(n, t)]
-            cells += [f"{r['gflop_per_token']:.4f}", f"{r['vs_L12']:.2f}" if r["vs_L12"] else "-"]
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def _flop_costs(cfgs: dict[str, FunnelConfig], lens: tuple[int, ...], p: FunnelPreset, step_flops: dict[str, int],
+                steps: dict[str, int]) -> dict[str, dict[str, Any]]:
+    """Per architecture: measured forward FLOPs per token of the encoder at each length and of the pretraining
+    discriminator (Funnel with its decoder), pretraining FLOPs per step and in all, encoder parameters."""
+    out = {}
+    for arch, cfg in cfgs.items():
+        with torch.device("meta"):
+            params = sum(q.numel() for q in FunnelBase(cfg).parameters())
+        out[arch] = {"blocks": cfg.blocks, "decoder layers": cfg.num_decoder_layers,
+                     **{f"encoder fwd MFLOP/token, seq {t}": forward_flops_per_token(cfg, t) / 1e6 for t in lens},
+                     "pretraining discriminator fwd MFLOP/token":
+                         forward_flops_per_token(cfg, p.seq_len, decoder=True) / 1e6,
+                     "pretraining GFLOP/step": step_flops[arch] / 1e9, "steps": steps[arch],
+                     "pretraining TFLOP": step_flops[arch] * steps[arch] / 1e12, "encoder params (M)": params / 1e6}
+    return out
 
 
 # -------------------------------------------------------------------------------------------------------- data
@@ -205,6 +186,19 @@ def _texts(docs: int | None) -> tuple[str, ...]:
 
     texts = load_imdb("train").texts
     return tuple(texts[:docs] if docs else texts)
+
+
+def _vocabulary(run_dir: Path, p: FunnelPreset) -> tuple[Any, FunnelPreset]:
+    """The run's WordPiece vocabulary (trained once, then read back) and the preset with the model's vocabulary size,
+    pad id and the objective's [MASK] and special ids taken from it."""
+    path = run_dir / "tokenizer.json"
+    tok = load_tokenizer(path) if path.is_file() else train_wordpiece(list(_texts(p.docs)), p.model.vocab_size,
+                                                                      path=path)
+    ids = special_ids(tok)
+    objective = replace(p.objective, mask_token_id=ids["mask"],
+                        special_ids=(ids["pad"], ids["cls"], ids["sep"], ids["mask"]))
+    model = replace(p.model, vocab_size=tok.get_vocab_size(), pad_token_id=ids["pad"])
+    return tok, replace(p, model=model, objective=objective)
 
 
 @functools.lru_cache(maxsize=2)
@@ -244,13 +238,13 @@ def replaced_token_probe(model: ElectraPretrainer, data: TensorDataset, unigram:
     model.eval()
     ids, mask = (t.cpu() for t in data.tensors)
     g = torch.Generator().manual_seed(seed)
-    cand = mask.bool() & ~torch.isin(ids, torch.tensor(model.cfg.special_ids))
+    cand = mask.bool() & ~torch.isin(ids, torch.tensor(model.config.special_ids))
     pos = cand & (torch.rand(ids.shape, generator=g) < rate)
     draws = torch.multinomial(unigram.float(), int(pos.sum()), replacement=True, generator=g)
     fake = ids.masked_scatter(pos, draws.to(ids.dtype))
     labels = pos & (fake != ids)
     dev = next(model.parameters()).device
-    logits = torch.cat([model.rtd_head(model.discriminator(input_ids=fake[i:i + batch].to(dev),
+    logits = torch.cat([model.rtd_head(model.discriminator_body(input_ids=fake[i:i + batch].to(dev),
                                                            attention_mask=mask[i:i + batch].to(dev)
                                                            ).last_hidden_state).float().cpu()
                         for i in range(0, len(ids), batch)])
@@ -261,26 +255,10 @@ def replaced_token_probe(model: ElectraPretrainer, data: TensorDataset, unigram:
             "probe_replaced_frac": float(y.float().mean()), "probe_baseline_acc": 1.0 - float(y.float().mean())}
 
 
-def activation_bytes(fn) -> int:
-    """Bytes of the distinct storages autograd saves for backward while ``fn()`` runs (activation memory of one
-    training step's forward; parameters saved for backward are included once)."""
-    seen: dict[tuple, int] = {}
-
-    def pack(t: torch.Tensor):
-        if t.device.type != "meta":
-            st = t.untyped_storage()
-            seen[(t.device.type, st.data_ptr())] = st.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn()
-    return sum(seen.values())
-
-
 # -------------------------------------------------------------------------------------------------------- jobs
-def _device(p: Preset) -> torch.device:
+def _device(p: FunnelPreset) -> torch.device:
     """The training device of the preset ("auto": CUDA when available)."""
-    dev = p.pretrain.device
+    dev = p.train.device
     if dev == "auto":
         dev = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(dev)
@@ -296,249 +274,147 @@ def _loss_fn(model, batch):
     return out.loss, out.metrics()
 
 
-def _new_pretrainer(cfg: FunnelConfig, p: Preset) -> ElectraPretrainer:
+def _new_pretrainer(cfg: FunnelConfig, p: FunnelPreset) -> ElectraPretrainer:
     return build_pretrainer(cfg, p.generator_size, p.generator_depth, max_len=p.seq_len, objective=p.objective)
 
 
-def train_job(run_dir: Path, p: Preset, arch: str, cfg: FunnelConfig, seed: int, steps: int, resume: bool,
-              progress: bool) -> dict[str, Any]:
-    """Pretrain ``arch`` (``cfg``) with seed ``seed`` for ``steps`` steps, probe it, fine-tune it on every task.
+def _pretrain(model: ElectraPretrainer, job: Job, out: Path, p: FunnelPreset, steps: int, resume: bool,
+              progress: bool, train: TensorDataset, held: TensorDataset) -> dict[str, Any]:
+    """ELECTRA pretraining of ``model`` for ``steps`` steps (the engine's checkpoints in ``out/pretrain``), the
+    weights saved to ``out/pretrainer.safetensors``, the held-out metrics before and after and the probe."""
+    held_dev = _on(held, next(model.parameters()).device)
+    before = evaluate_pretrainer(model.eval(), held_dev)
+    model.train()
+    trainer = Trainer(model, replace(p.train, steps=steps, seed=job.seed), train, _loss_fn,
+                      eval_fn=lambda m: evaluate_pretrainer(m, held_dev), out_dir=out / "pretrain", progress=progress)
+    fit = trainer.fit(resume=resume)
+    save_model(model, str(out / "pretrainer.safetensors"))
+    done = fit["step"] - (fit["resumed_from"] or 0)
+    unigram = _unigram(train.tensors[0], job.config.vocab_size, p.objective.special_ids)
+    return {"arch": job.variant, "seed": job.seed, "steps": fit["step"], "before": before, "after": fit["eval"],
+            "probe": replaced_token_probe(model, held, unigram), "wall_time_s": fit["wall_time_s"],
+            "s_per_step": fit["wall_time_s"] / done if done else None, "config": job.config}
 
-    Writes ``run_dir/<arch>/seed<seed>/``: ``pretrain/`` (checkpoints, metrics.jsonl), ``pretrainer.safetensors``,
-    ``pretrain_result.json``, ``finetune.json`` (per task, as they finish) and ``final.json`` (returned). With
-    ``resume`` every finished stage is read back and an unfinished pretraining continues from its checkpoint.
-    A top-level function of picklable arguments, for :func:`paperzoo.train.parallel.run_jobs`.
+
+def train_job(job: Job, out: Path, resume: bool, progress: bool, run_dir: str, p: FunnelPreset,
+              steps: dict[str, int]) -> dict[str, Any]:
+    """Pretrain ``job.config`` (the job's architecture) with seed ``job.seed``, probe it, fine-tune it on every task.
+
+    The stages are cached in ``out`` like the job itself: ``pretrain/job.json`` (with the engine's checkpoints and
+    ``metrics.jsonl`` beside it, and ``pretrainer.safetensors``) and ``finetune/<task>/job.json``; with ``resume`` a
+    finished stage is read back and an unfinished pretraining continues from its checkpoint.
     """
-    folder = Path(run_dir) / arch / f"seed{seed}"
-    final = folder / "final.json"
-    if resume and final.is_file():
-        return json.loads(final.read_text())
-    folder.mkdir(parents=True, exist_ok=True)
     tok = load_tokenizer(Path(run_dir) / "tokenizer.json")
-    train, held = _corpus(str(run_dir), p.docs, p.eval_docs, p.seq_len, p.eval_windows)
+    train, held = _corpus(run_dir, p.docs, p.eval_docs, p.seq_len, p.eval_windows)
     dev = _device(p)
-    seed_everything(seed)
-    model = _new_pretrainer(cfg, p).to(dev)
-    held_dev = _on(held, dev)
-    pre_path, weights = folder / "pretrain_result.json", folder / "pretrainer.safetensors"
-    if resume and pre_path.is_file() and weights.is_file():
-        load_model(model, str(weights), device=str(dev))
-        pre = json.loads(pre_path.read_text())
-    else:
-        before = evaluate_pretrainer(model.eval(), held_dev)
-        model.train()
-        tc = replace(p.pretrain, steps=steps, seed=seed)
-        trainer = Trainer(model, tc, train, _loss_fn, eval_fn=lambda m: evaluate_pretrainer(m, held_dev),
-                          out_dir=folder / "pretrain", progress=progress)
-        fit = trainer.fit(resume=resume)
-        save_model(model, str(weights))
-        done = fit["step"] - (fit["resumed_from"] or 0)
-        unigram = _unigram(train.tensors[0], cfg.vocab_size, p.objective.special_ids)
-        pre = {"arch": arch, "seed": seed, "steps": fit["step"], "before": before, "after": fit["eval"],
-               "probe": replaced_token_probe(model, held, unigram),
-               "wall_time_s": fit["wall_time_s"], "s_per_step": fit["wall_time_s"] / done if done else None,
-               "config": asdict(cfg)}
-        pre_path.write_text(json.dumps(pre, indent=2))
+    seed_everything(job.seed)
+    model = _new_pretrainer(job.config, p).to(dev)
+    pre = cached(out / "pretrain", resume,
+                 lambda: _pretrain(model, job, out, p, steps[job.variant], resume, progress, train, held))
+    load_model(model, str(out / "pretrainer.safetensors"), device=str(dev))  # trained here or read back
     base_state = {k: v.cpu() for k, v in base_from_pretrained(model.cpu()).state_dict().items()}
-    ft_path = folder / "finetune.json"
-    cache = json.loads(ft_path.read_text()) if resume and ft_path.is_file() else {}
     ft, data = p.finetune, _task_data(tuple(p.tasks))
+    build = classifier_fn(job.config, base_state, ft.lr, ft.layer_decay, ft.weight_decay)
     t0 = time.perf_counter()
-    for task in p.tasks:
-        if task not in cache:
-            build = classifier_fn(cfg, base_state, ft.lr, ft.layer_decay, ft.weight_decay)
-            cache[task] = finetune_task(build, tok, task, ft, seed, data)
-            ft_path.write_text(json.dumps(cache, indent=2))
-    scores = {t: 100.0 * cache[t]["score"] for t in p.tasks}
+    done = {t: cached(out / "finetune" / t, resume, lambda t=t: finetune_task(build, tok, t, ft, job.seed, data))
+            for t in p.tasks}
+    scores = {t: 100.0 * done[t]["score"] for t in p.tasks}
     scores["mini-GLUE"] = sum(scores.values()) / len(p.tasks)
-    rec = {"arch": arch, "seed": seed, "pretrain": pre, "finetune": cache, "scores": scores,
-           "finetune_wall_time_s": time.perf_counter() - t0}
-    final.write_text(json.dumps(rec, indent=2))
-    return rec
-
-
-# ------------------------------------------------------------------------------------------------------- costs
-def _costs(cfgs: dict[str, FunnelConfig], p: Preset, train: TensorDataset, tok) -> dict[str, dict[str, Any]]:
-    """Per architecture, measured in this process on one batch: pretraining-step FLOPs, ms per pretraining step and
-    per fine-tuning step (interleaved, ``timing_repeats`` calls), activation bytes, parameters."""
-    from paperzoo.measure import time_interleaved
-
-    dev = _device(p)
-    ids, mask = (t[:p.pretrain.batch_size].to(dev) for t in train.tensors)
-    first = _task_data(tuple(p.tasks))[p.tasks[0]][0]  # one batch of the first task
-    f_ids, f_mask = (t.to(dev) for t in encode_batch(tok, first.texts[:p.finetune.batch_size], p.finetune.max_len))
-    f_y = torch.tensor(first.labels[:p.finetune.batch_size], device=dev)
-    out: dict[str, dict[str, Any]] = {}
-    pre_steps, ft_steps = {}, {}
-    for arch, cfg in cfgs.items():
-        torch.manual_seed(0)
-        pt = _new_pretrainer(cfg, p).to(dev).train()
-        clf = FunnelClassifier(replace(cfg, num_labels=2)).to(dev).train()
-        masked = pt.mask(ids, mask, torch.Generator().manual_seed(0))
-
-        def pre_step(pt=pt, masked=masked):
-            pt.zero_grad(set_to_none=True)
-            pt(ids, mask, masked=masked, noise_generator=torch.Generator().manual_seed(0)).loss.backward()
-
-        def ft_step(clf=clf):
-            clf.zero_grad(set_to_none=True)
-            clf(input_ids=f_ids, attention_mask=f_mask, labels=f_y).loss.backward()
-
-        pre_steps[arch], ft_steps[arch] = pre_step, ft_step
-        out[arch] = {
-            "pretrain_step_flops": pretrain_step_flops(pt, {"input_ids": ids, "attention_mask": mask}),
-            "pretrain_activation_bytes": activation_bytes(
-                lambda pt=pt, masked=masked: pt(ids, mask, masked=masked,
-                                                noise_generator=torch.Generator().manual_seed(0))),
-            "finetune_activation_bytes": activation_bytes(lambda clf=clf: clf(input_ids=f_ids, attention_mask=f_mask,
-                                                                              labels=f_y)),
-            "discriminator_params": sum(q.numel() for q in pt.discriminator.parameters()),
-            "encoder_params": sum(q.numel() for q in clf.funnel.parameters()),
-        }
-    reps = max(1, p.timing_repeats)
-    t_pre = time_interleaved(pre_steps, warmup=1, repeats=reps)
-    t_ft = time_interleaved(ft_steps, warmup=1, repeats=reps)
-    for arch in cfgs:
-        out[arch]["pretrain_step_ms"] = t_pre[arch].median * 1e3
-        out[arch]["finetune_step_ms"] = t_ft[arch].median * 1e3
-    return out
+    return {"arch": job.variant, "seed": job.seed, "pretrain": pre, "finetune": done, "scores": scores,
+            "finetune_wall_time_s": time.perf_counter() - t0}
 
 
 # ------------------------------------------------------------------------------------------------------ recipe
-def _plots(run_dir: Path, p: Preset, n_seeds: int, scores: dict[str, list[dict[str, float]]]) -> list[Path]:
+def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
+        progress: bool = True, workers: int = 1) -> Path:
+    """Funnel vs the FLOP-matched standard Transformer over the preset's seeds; writes the report, returns the
+    run folder. ``workers > 1`` runs that many (architecture, seed) jobs at once in separate processes."""
+    from paperzoo.report import compare, write_result
+
+    t_start = time.perf_counter()
+    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out)
+    tok, p = _vocabulary(run_dir, p)
+    lens = tuple(sorted({p.seq_len, p.finetune.max_len}))
+    depth, _ = matched_depth(p.model, lens)  # the baseline: the shallowest with >= Funnel's FLOPs per token
+    cfgs = {"funnel": p.model, "standard": standard_config(p.model, depth)}
+    train, _ = _corpus(str(run_dir), p.docs, p.eval_docs, p.seq_len, p.eval_windows)
+    batch = {"input_ids": train.tensors[0][:p.train.batch_size].to(_device(p)),
+             "attention_mask": train.tensors[1][:p.train.batch_size].to(_device(p))}
+    step_flops = {a: _step_flops(c, p, batch) for a, c in cfgs.items()}
+    steps = _pretraining_steps(p, step_flops)  # equal pretraining compute, or equal steps
+    jobs = [Job(arch, s, cfgs[arch]) for s in range(p.seeds) for arch in ARCHS]
+    res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress,
+                   args=(str(run_dir), p, steps))
+
+    glue = {a: [r["scores"]["mini-GLUE"] for r in res.of(a)] for a in ARCHS}
+    verdict = smoke(Beats().judge(glue["funnel"], glue["standard"], "Funnel", "standard (mini-GLUE)"), name)
+    per_task = {t: compare([r["scores"][t] for r in res.of("funnel")], [r["scores"][t] for r in res.of("standard")])
+                for t in p.tasks}
+    details = {
+        "preset": name, "vocab_size": p.model.vocab_size, "pretraining examples": len(train),
+        "standard depth": depth, "pretraining budget": p.budget, "pretraining steps": steps,
+        "pretraining FLOPs per step": step_flops,
+        "measured FLOPs and parameters": _flop_costs(cfgs, lens, p, step_flops, steps),
+        "per-task Funnel - standard": {t: {"difference": c.diff, "CI low": c.lo, "CI high": c.hi,
+                                           "verdict": c.verdict} for t, c in per_task.items()},
+        "held-out pretraining metrics after training": {f"{j}": res[j.variant, j.seed]["pretrain"]["after"]
+                                                        for j in jobs},
+        "probe": {f"{j}": res[j.variant, j.seed]["pretrain"]["probe"] for j in jobs},
+        "configs": cfgs, "torch threads": torch.get_num_threads(), "workers": workers,
+        "total wall time s": time.perf_counter() - t_start,
+    }
+    notes = (f"Seed s pretrains and fine-tunes both models, so the intervals include pretraining variance. Scores are "
+             f"x100 (CoLA: MCC x100).\n\nFLOP matching: the standard Transformer (same code, one block of {depth} "
+             "layers, no pooling, no decoder) is the shallowest whose measured forward FLOPs per token "
+             "(torch.utils.flop_counter: matmuls, incl. the relative-attention terms) are >= the Funnel encoder's "
+             f"at seq {', '.join(map(str, lens))}. Pretraining budget: {BUDGETS[p.budget]}.\n\nToken-level probe: "
+             "both discriminators score the same held-out windows with 15% of the non-special tokens replaced by "
+             "unigram draws (fixed seeds); AUC over all non-pad tokens. Funnel's token-level output comes from its "
+             "upsampling decoder, where the paper expects it to be comparatively weaker.")
+    write_result(run_dir, PAPER, CLAIM, _measurements(res, p, verdict.comparison), verdict, details=details,
+                 notes=notes, plots=_plots(run_dir, p, res))
+    return run_dir
+
+
+def _step_flops(cfg: FunnelConfig, p: FunnelPreset, batch: dict[str, torch.Tensor]) -> int:
+    """Measured FLOPs of one pretraining step (generator, discriminator and heads, forward and backward)."""
+    torch.manual_seed(0)
+    return pretrain_step_flops(_new_pretrainer(cfg, p).to(_device(p)), batch)
+
+
+def _finite(values: list) -> bool:
+    return all(x is not None and math.isfinite(x) for x in values)
+
+
+def _measurements(res, p: FunnelPreset, glue_diff) -> dict[str, Any]:
+    """The report's per-seed figures: mini-GLUE (the claim), per task, the probe, the held-out RTD AUC."""
+    by = {a: res.of(a) for a in ARCHS}
+    m: dict[str, Any] = {"mini-GLUE Funnel": [r["scores"]["mini-GLUE"] for r in by["funnel"]],
+                         "mini-GLUE standard": [r["scores"]["mini-GLUE"] for r in by["standard"]],
+                         "Funnel - standard (mini-GLUE)": glue_diff}
+    m.update({f"{t} {a}": [r["scores"][t] for r in by[a]] for t in p.tasks for a in ARCHS})
+    auc = {a: [r["pretrain"]["probe"]["probe_auc"] for r in by[a]] for a in ARCHS}
+    if _finite(auc["funnel"] + auc["standard"]):
+        m.update({"probe AUC Funnel": auc["funnel"], "probe AUC standard": auc["standard"],
+                  "Funnel - standard (probe AUC)": Beats().judge(auc["funnel"], auc["standard"]).comparison})
+    m.update({f"probe accuracy {a}": [r["pretrain"]["probe"]["probe_acc"] for r in by[a]] for a in ARCHS})
+    m.update({f"held-out RTD AUC (own generator) {a}": [r["pretrain"]["after"].get("eval_disc_auc") for r in by[a]]
+              for a in ARCHS})
+    m.update({f"pretraining s/step {a} (in training)": [r["pretrain"]["s_per_step"] for r in by[a]] for a in ARCHS})
+    return {k: v for k, v in m.items() if not isinstance(v, list) or _finite(v)}
+
+
+def _plots(run_dir: Path, p: FunnelPreset, res) -> list[Path]:
     from paperzoo.report import plot_bars_with_ci, plot_metrics
 
-    logs = {f"{a} seed {s}": run_dir / a / f"seed{s}" / "pretrain" / "metrics.jsonl"
-            for a in ARCHS for s in range(n_seeds)}
+    logs = {str(j): j.folder(run_dir) / "pretrain" / "metrics.jsonl" for j in res.jobs}
     logs = {k: v for k, v in logs.items() if v.is_file()}
     plots = []
     if logs:
         plots.append(plot_metrics(run_dir, logs, x="step", ys=("disc_loss", "mlm_loss"),
                                   path=run_dir / "pretraining.png"))
-    plots.append(plot_bars_with_ci({f"{t} {a}": [r[t] for r in scores[a]] for t in (*p.tasks, "mini-GLUE")
+    plots.append(plot_bars_with_ci({f"{t} {a}": [r["scores"][t] for r in res.of(a)] for t in (*p.tasks, "mini-GLUE")
                                     for a in ARCHS}, run_dir / "scores.png",
                                    title="mini-GLUE dev scores (x100; CoLA: MCC)", ylabel="score"))
     return plots
 
-
-def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
-    """Funnel vs the FLOP-matched standard Transformer over ``seeds`` seeds; writes the report, returns the folder.
-
-    ``workers > 1`` runs that many (architecture, seed) jobs at once in separate processes.
-    """
-    from paperzoo.report import compare, new_run_dir, pick_preset, verdict_from, write_config, write_result
-
-    name, p = pick_preset(PRESETS, preset, "small", PAPER)
-    n_seeds = seeds or p.seeds
-    run_dir = new_run_dir(PAPER, out)
-    t_start = time.perf_counter()
-    tok_path = run_dir / "tokenizer.json"
-    tok = load_tokenizer(tok_path) if tok_path.is_file() else train_wordpiece(list(_texts(p.docs)), p.vocab_size,
-                                                                                path=tok_path)
-    ids = special_ids(tok)
-    vocab = tok.get_vocab_size()
-    p = replace(p, objective=replace(p.objective, mask_token_id=ids["mask"],
-                                     special_ids=(ids["pad"], ids["cls"], ids["sep"], ids["mask"])))
-    f_cfg = replace(p.funnel, vocab_size=vocab, pad_token_id=ids["pad"])
-    lens = tuple(sorted({p.seq_len, p.finetune.max_len}))
-    depth, matched = matched_depth(f_cfg, lens)
-    cfgs = {"funnel": f_cfg, "standard": standard_config(f_cfg, depth)}
-    train, _ = _corpus(str(run_dir), p.docs, p.eval_docs, p.seq_len, p.eval_windows)
-    dev = _device(p)
-    batch = {"input_ids": train.tensors[0][:p.pretrain.batch_size].to(dev),
-             "attention_mask": train.tensors[1][:p.pretrain.batch_size].to(dev)}
-    step_flops = {}
-    for arch, cfg in cfgs.items():
-        torch.manual_seed(0)
-        step_flops[arch] = pretrain_step_flops(_new_pretrainer(cfg, p).to(dev), batch)
-    steps = {"funnel": p.pretrain.steps, "standard": p.pretrain.steps}
-    if p.budget == "flops":
-        steps["standard"] = math.ceil(p.pretrain.steps * step_flops["funnel"] / step_flops["standard"])
-    dec = {t: forward_flops_per_token(f_cfg, t, decoder=True) for t in lens}
-    write_config(run_dir, {"preset": name, "configs": {a: asdict(c) for a, c in cfgs.items()},
-                           "pretrain": p.pretrain.to_dict(), "finetune": asdict(p.finetune),
-                           "objective": asdict(p.objective), "generator_size": p.generator_size,
-                           "generator_depth": p.generator_depth, "seq_len": p.seq_len, "docs": p.docs,
-                           "pretrain_examples": len(train), "tasks": list(p.tasks), "budget": p.budget,
-                           "standard_depth": depth, "pretrain_steps": steps, "pretrain_step_flops": step_flops,
-                           "workers": workers}, seeds=range(n_seeds))
-    jobs = [(run_dir, p, arch, cfgs[arch], s, steps[arch], resume, progress and workers == 1)
-            for s in range(n_seeds) for arch in ARCHS]
-    recs = run_jobs(train_job, jobs, workers, label=lambda j: f"{j[2]} seed {j[4]}")
-    by = {a: sorted((r for r in recs if r["arch"] == a), key=lambda r: r["seed"]) for a in ARCHS}
-    scores = {a: [r["scores"] for r in by[a]] for a in ARCHS}
-    costs = _costs(cfgs, p, train, tok)
-
-    glue = {a: [s["mini-GLUE"] for s in scores[a]] for a in ARCHS}
-    cmp = compare(glue["funnel"], glue["standard"])
-    probe = {a: [r["pretrain"]["probe"]["probe_auc"] for r in by[a]] for a in ARCHS}
-    own_auc = {a: [r["pretrain"]["after"].get("eval_disc_auc", float("nan")) for r in by[a]] for a in ARCHS}
-    measurements: dict[str, Any] = {"mini-GLUE Funnel": glue["funnel"], "mini-GLUE standard": glue["standard"],
-                                    "Funnel - standard (mini-GLUE)": cmp}
-    for t in p.tasks:
-        for a in ARCHS:
-            measurements[f"{t} {a}"] = [s[t] for s in scores[a]]
-    if all(math.isfinite(x) for a in ARCHS for x in probe[a]):
-        measurements.update({"probe AUC Funnel": probe["funnel"], "probe AUC standard": probe["standard"],
-                             "Funnel - standard (probe AUC)": compare(probe["funnel"], probe["standard"])})
-    for a in ARCHS:
-        measurements[f"probe accuracy {a}"] = [r["pretrain"]["probe"]["probe_acc"] for r in by[a]]
-    for a in ARCHS:
-        measurements[f"held-out RTD AUC (own generator) {a}"] = own_auc[a]
-    for a in ARCHS:
-        measurements[f"pretraining s/step {a} (in training)"] = [r["pretrain"]["s_per_step"] or float("nan")
-                                                                for r in by[a]]
-    measurements = {k: v for k, v in measurements.items()
-                    if not isinstance(v, list) or all(math.isfinite(x) for x in v)}
-
-    cost_rows = []
-    for a in ARCHS:
-        c = costs[a]
-        cost_rows.append(
-            f"| {a} ({cfgs[a].blocks}{' + ' + str(cfgs[a].num_decoder_layers) + ' dec' if a == 'funnel' else ''}) | "
-            + " | ".join(f"{matched[t][0 if a == 'funnel' else 1] / 1e6:.3f}" for t in lens)
-            + f" | {(dec[p.seq_len] if a == 'funnel' else matched[p.seq_len][1]) / 1e6:.3f}"
-            + f" | {step_flops[a] / 1e9:.2f} | {steps[a]} | {step_flops[a] * steps[a] / 1e12:.2f}"
-            + f" | {c['pretrain_step_ms']:.1f} | {c['finetune_step_ms']:.1f}"
-            + f" | {c['pretrain_activation_bytes'] / 2**20:.1f} | {c['finetune_activation_bytes'] / 2**20:.1f}"
-            + f" | {c['encoder_params'] / 1e6:.2f} |")
-    cost_table = "\n".join([
-        "| model | " + " | ".join(f"encoder fwd MFLOP/token, seq {t}" for t in lens)
-        + f" | pretraining discriminator fwd MFLOP/token, seq {p.seq_len} | pretraining GFLOP/step | steps "
-        "| pretraining TFLOP | ms/pretraining step | ms/fine-tuning step | pretraining activations MiB "
-        "| fine-tuning activations MiB | encoder params (M) |",
-        "|---|" + "---|" * (len(lens) + 10)] + cost_rows)
-    paper = flop_table() if p.paper_table else None
-    details = {
-        "preset": name, "vocab_size": vocab, "pretraining examples": len(train), "standard depth": depth,
-        "pretraining budget": p.budget, "pretraining steps": steps, "pretraining FLOPs per step": step_flops,
-        "costs": costs, "held-out pretraining metrics after training": {a: [r["pretrain"]["after"] for r in by[a]]
-                                                                         for a in ARCHS},
-        "probe": {a: [r["pretrain"]["probe"] for r in by[a]] for a in ARCHS},
-        "per-task Funnel - standard": {t: str(compare([s[t] for s in scores["funnel"]],
-                                                      [s[t] for s in scores["standard"]])) for t in p.tasks},
-        "paper-scale FLOP table": paper, "torch threads": torch.get_num_threads(), "workers": workers,
-        "total wall time s": time.perf_counter() - t_start,
-    }
-    notes = "\n\n".join(filter(None, [
-        "Verdict rule: reproduced when the Welch 95% interval of mean mini-GLUE(Funnel) - mean mini-GLUE(standard) "
-        "over seeds lies above 0; not reproduced when below 0; otherwise inconclusive. Seed s pretrains and "
-        "fine-tunes both models, so the intervals include pretraining variance. Scores are x100 (CoLA: MCC x100).",
-        f"FLOP matching: the standard Transformer (same code, one block of {depth} layers, no pooling, no decoder) "
-        "is the shallowest whose measured forward FLOPs per token (torch.utils.flop_counter: matmuls, incl. the "
-        f"relative-attention terms) are >= the Funnel encoder's at seq {', '.join(map(str, lens))}. Pretraining "
-        + ("budget: equal measured FLOPs (the standard model's step count is ceil(steps x F_funnel / F_standard), "
-           "FLOPs per step counted on one training batch including the generator and heads)."
-           if p.budget == "flops" else "budget: equal steps (the paper's protocol); FLOPs per step differ."),
-        "Costs (this process, after training; ms are medians of interleaved calls, only comparable within this "
-        "table; activations are the bytes autograd saves for backward in one step):\n\n" + cost_table,
-        "Token-level probe: both discriminators score the same held-out windows with 15% of the non-special tokens "
-        "replaced by unigram draws (fixed seeds); AUC over all non-pad tokens. Funnel's token-level output comes "
-        "from its upsampling decoder, where the paper expects it to be comparatively weaker.",
-        ("Paper-scale FLOP table (measured, meta device; +dec = with the 2-layer decoder used in pretraining):\n\n"
-         + _flop_markdown(paper, 768)) if paper else "",
-    ]))
-    plots = _plots(run_dir, p, n_seeds, scores)
-    write_result(run_dir, PAPER, CLAIM, measurements, verdict_from(cmp), details=details, notes=notes, plots=plots)
-    return run_dir

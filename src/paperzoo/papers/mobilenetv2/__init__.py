@@ -1,6 +1,9 @@
 """MobileNetV2: Inverted Residuals and Linear Bottlenecks (Sandler et al., 2018, arXiv:1801.04381)."""
 
+from paperzoo.papers.mobilenetv2.model import MobileNetV2Config, MobileNetV2ForImageClassification, MobileNetV2Model
 from paperzoo.registry import Paper, register
+
+__all__ = ["MobileNetV2Config", "MobileNetV2ForImageClassification", "MobileNetV2Model"]
 
 register(Paper(
     name="mobilenetv2",
@@ -18,5 +21,5 @@ register(Paper(
         "or no shortcuts (paper Fig. 6b).",
         "MobileNetV2 1.0/224 has 3.4M parameters and 300M multiply-adds (paper Table 4).",
     ),
-    presets=("tiny", "small", "full"),
+    presets=("tiny", "small", "cifar"),
 ))

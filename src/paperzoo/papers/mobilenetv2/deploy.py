@@ -32,6 +32,7 @@ from paperzoo.papers.mobilenetv2.model import (
     MobileNetV2ForImageClassification,
     MobileNetV2Model,
     _same_padding,
+    normalize,
 )
 
 # ----------------------------------------------------------------------------------------------- save / load
@@ -62,6 +63,8 @@ def from_pretrained(directory: str | Path) -> nn.Module:
     cfg = json.loads((d / "config.json").read_text())
     cls = MobileNetV2Model if cfg.pop("class", "") == "MobileNetV2Model" else MobileNetV2ForImageClassification
     cfg["blocks"] = tuple(tuple(r) for r in cfg["blocks"])
+    if "bn_eps" in cfg:  # saved before the config's epsilon was named norm_eps
+        cfg["norm_eps"] = cfg.pop("bn_eps")
     model = cls(MobileNetV2Config(**cfg))
     model.load_state_dict(load_file(str(d / "model.safetensors")))
     return model.eval()
@@ -296,7 +299,6 @@ def export(model_dir: str | Path, out: str | Path, fmt: str = "onnx", image_size
                 if calibration != "cifar10":
                     raise ValueError(f"calibration must be a tensor, 'cifar10' or None, got {calibration!r}")
                 from paperzoo.data import load_cifar10
-                from paperzoo.papers.mobilenetv2.recipe import normalize
 
                 calibration = normalize(load_cifar10("train").images[:512])
             calib = calibration if calibration is not None else torch.randn(32, model.config.in_channels, size, size)

@@ -55,7 +55,7 @@ def config_from_hf(hf_config: Any, bn_momentum: float = HF_BN_MOMENTUM) -> Mobil
         round_expansion=True,
         round_width_first=True,
         tf_padding=hf_config.tf_padding,
-        bn_eps=hf_config.layer_norm_eps,
+        norm_eps=hf_config.layer_norm_eps,
         bn_momentum=bn_momentum,
         dropout=float(hf_config.classifier_dropout_prob),
         expand_ratio=None if float(hf_config.expand_ratio) == 6.0 else float(hf_config.expand_ratio),
@@ -83,7 +83,7 @@ def config_to_hf(config: MobileNetV2Config) -> Any:
         depth_divisible_by=config.divisor, min_depth=config.divisor,
         expand_ratio=6.0 if config.expand_ratio is None else config.expand_ratio,
         finegrained_output=config.keep_head_channels, hidden_act=config.activation, tf_padding=config.tf_padding,
-        classifier_dropout_prob=config.dropout, layer_norm_eps=config.bn_eps, num_labels=config.num_classes,
+        classifier_dropout_prob=config.dropout, layer_norm_eps=config.norm_eps, num_labels=config.num_classes,
     )
 
 

@@ -1,6 +1,18 @@
 """Perceiver and Perceiver IO: a latent array cross-attends to large inputs (raw pixels, audio, bytes)."""
 
+from paperzoo.papers.perceiver.adapters import AudioAdapter, BytesAdapter, FeatureAdapter, PatchAdapter, PixelAdapter
+from paperzoo.papers.perceiver.decoders import (
+    ClassificationDecoder,
+    CrossAttentionDecoder,
+    MaskedLMDecoder,
+    MeanPoolClassifier,
+)
+from paperzoo.papers.perceiver.model import Perceiver, PerceiverConfig, PerceiverEncoder, PerceiverLayer
 from paperzoo.registry import Paper, register
+
+__all__ = ["AudioAdapter", "BytesAdapter", "ClassificationDecoder", "CrossAttentionDecoder", "FeatureAdapter",
+           "MaskedLMDecoder", "MeanPoolClassifier", "PatchAdapter", "Perceiver", "PerceiverConfig", "PerceiverEncoder",
+           "PerceiverLayer", "PixelAdapter"]
 
 register(Paper(
     name="perceiver",
@@ -8,8 +20,7 @@ register(Paper(
     arxiv="2103.03206",
     year=2021,
     status="verified",
-    models=("Perceiver", "PerceiverEncoder", "PerceiverLayer", "CrossAttentionDecoder", "ClassificationDecoder",
-            "MaskedLMDecoder", "PixelAdapter", "PatchAdapter", "AudioAdapter", "BytesAdapter"),
+    models=("Perceiver",),  # adapters, encoder, layers and decoders are its parts, built from its config
     recipes={"perceiver": "paperzoo.papers.perceiver.recipe:run"},
     benches={"perceiver": "paperzoo.bench.perceiver:run"},
     claims=(

@@ -59,9 +59,7 @@ class PixelAdapter(GridAdapter):
         super().__init__((h, w), c, **kw)
 
     def forward(self, images: torch.Tensor):
-        if images.ndim != 4 or tuple(images.shape[1:]) != self.shape or not images.is_floating_point():
-            raise ValueError(f"expected float images (batch, {', '.join(map(str, self.shape))}), "
-                             f"got {images.dtype} {tuple(images.shape)}")
+        _check_images(images, self.shape)
         return self.with_positions(rearrange(images, "b c h w -> b (h w) c"))
 
 
@@ -77,9 +75,7 @@ class PatchAdapter(GridAdapter):
         super().__init__((h // patch_size, w // patch_size), c * patch_size**2, **kw)
 
     def forward(self, images: torch.Tensor):
-        if images.ndim != 4 or tuple(images.shape[1:]) != self.shape or not images.is_floating_point():
-            raise ValueError(f"expected float images (batch, {', '.join(map(str, self.shape))}), "
-                             f"got {images.dtype} {tuple(images.shape)}")
+        _check_images(images, self.shape)
         v = rearrange(images, "b c (h p) (w q) -> b (h w) (p q c)", p=self.p, q=self.p)
         return self.with_positions(v)
 
@@ -95,9 +91,7 @@ class AudioAdapter(GridAdapter):
         super().__init__((num_samples // patch_size,), patch_size, **kw)
 
     def forward(self, wave: torch.Tensor):
-        if wave.ndim != 2 or wave.shape[1] != self.num_samples or not wave.is_floating_point():
-            raise ValueError(f"expected a float waveform (batch, T={self.num_samples}), "
-                             f"got {wave.dtype} {tuple(wave.shape)}")
+        _check_wave(wave, self.num_samples)
         return self.with_positions(rearrange(wave, "b (t p) -> b t p", p=self.p))
 
 
@@ -123,9 +117,7 @@ class BytesAdapter(nn.Module):
         self.out_dim = dim + (self.fourier.out_dim if self.fourier is not None else 0)
 
     def forward(self, ids: torch.Tensor):
-        if ids.ndim != 2 or ids.dtype not in (torch.int64, torch.int32) or ids.shape[1] > self.max_len:
-            raise ValueError(f"expected integer byte ids (batch, seq <= {self.max_len}), "
-                             f"got {ids.dtype} {tuple(ids.shape)}")
+        _check_ids(ids, self.max_len)
         e = self.embed(ids)
         s = ids.shape[1]
         if self.pos is not None:
@@ -143,8 +135,7 @@ class FeatureAdapter(nn.Module):
         self.out_dim = input_dim
 
     def forward(self, x: torch.Tensor):
-        if x.ndim != 3 or x.shape[-1] != self.out_dim or not x.is_floating_point():
-            raise ValueError(f"expected float inputs (batch, M, {self.out_dim}), got {x.dtype} {tuple(x.shape)}")
+        _check_features(x, self.out_dim)
         return x, x
 
 
@@ -166,3 +157,25 @@ def build_adapter(cfg) -> nn.Module:
         return BytesAdapter(cfg.vocab_size, cfg.byte_dim, cfg.input_shape[0], cfg.position, cfg.num_bands,
                             cfg.init_std)
     return FeatureAdapter(cfg.input_dim)
+
+
+# ----------------------------------------------------------------------------------------------------- input checks
+def _check_images(images: torch.Tensor, shape: tuple[int, ...]) -> None:
+    if images.ndim != 4 or tuple(images.shape[1:]) != shape or not images.is_floating_point():
+        raise ValueError(f"expected float images (batch, {', '.join(map(str, shape))}), "
+                         f"got {images.dtype} {tuple(images.shape)}")
+
+
+def _check_wave(wave: torch.Tensor, num_samples: int) -> None:
+    if wave.ndim != 2 or wave.shape[1] != num_samples or not wave.is_floating_point():
+        raise ValueError(f"expected a float waveform (batch, T={num_samples}), got {wave.dtype} {tuple(wave.shape)}")
+
+
+def _check_ids(ids: torch.Tensor, max_len: int) -> None:
+    if ids.ndim != 2 or ids.dtype not in (torch.int64, torch.int32) or ids.shape[1] > max_len:
+        raise ValueError(f"expected integer byte ids (batch, seq <= {max_len}), got {ids.dtype} {tuple(ids.shape)}")
+
+
+def _check_features(x: torch.Tensor, dim: int) -> None:
+    if x.ndim != 3 or x.shape[-1] != dim or not x.is_floating_point():
+        raise ValueError(f"expected float inputs (batch, M, {dim}), got {x.dtype} {tuple(x.shape)}")

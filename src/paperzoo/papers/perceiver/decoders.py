@@ -27,11 +27,6 @@ __all__ = ["MeanPoolClassifier", "CrossAttentionDecoder", "ClassificationDecoder
            "build_decoder"]
 
 
-def _check_latents(z: torch.Tensor, dim: int) -> None:
-    if z.ndim != 3 or z.shape[-1] != dim:
-        raise ValueError(f"latents must have shape (batch, N, D={dim}), got {tuple(z.shape)}")
-
-
 class MeanPoolClassifier(nn.Module):
     """Perceiver paper's head: average the final latents over the index dimension, LayerNorm, Linear
     (sec. 2: "the output of the final latent Transformer is averaged ... then projected to logits").
@@ -91,10 +86,7 @@ class CrossAttentionDecoder(nn.Module):
     def output_queries(self, batch: int, x: torch.Tensor | None = None,
                        output_index: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, O or O', query_dim)."""
-        if output_index is not None and (output_index.ndim not in (1, 2) or output_index.dtype not in (
-                torch.int64, torch.int32) or (output_index.ndim == 2 and output_index.shape[0] != batch)):
-            raise ValueError(f"output_index must be an integer tensor (O',) shared by the batch or (batch={batch}, "
-                             f"O') per sample, got {output_index.dtype} {tuple(output_index.shape)}")
+        _check_output_index(output_index, batch)
         if self.queries == "input":
             if x is None:
                 raise ValueError("queries='input' needs the adapter output x")
@@ -163,3 +155,16 @@ def build_decoder(cfg, adapter: nn.Module) -> nn.Module | None:
                                  num_outputs=cfg.output_positions, query_dim=cfg.query_dim,
                                  output_shape=cfg.output_shape, num_bands=cfg.num_bands, input_dim=adapter.out_dim,
                                  final_project=cfg.decoder_final_project, **kw)
+
+
+# ----------------------------------------------------------------------------------------------------- input checks
+def _check_latents(z: torch.Tensor, dim: int) -> None:
+    if z.ndim != 3 or z.shape[-1] != dim:
+        raise ValueError(f"latents must have shape (batch, N, D={dim}), got {tuple(z.shape)}")
+
+
+def _check_output_index(output_index: torch.Tensor | None, batch: int) -> None:
+    if output_index is not None and (output_index.ndim not in (1, 2) or output_index.dtype not in (
+            torch.int64, torch.int32) or (output_index.ndim == 2 and output_index.shape[0] != batch)):
+        raise ValueError(f"output_index must be an integer tensor (O',) shared by the batch or (batch={batch}, "
+                         f"O') per sample, got {output_index.dtype} {tuple(output_index.shape)}")

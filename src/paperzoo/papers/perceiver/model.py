@@ -34,13 +34,23 @@ from paperzoo.nn.norm import LayerNorm
 from paperzoo.nn.outputs import ModelOutput
 
 __all__ = ["PerceiverConfig", "PerceiverLayer", "PerceiverEncoder", "Perceiver", "PerceiverOutput", "block_plan",
-           "layer_param_count", "encoder_param_count", "labelled_positions", "SCHEMES"]
+           "layer_param_count", "encoder_param_count", "labelled_positions", "SCHEMES", "SIZES"]
 
 SCHEMES = ("paper", "io")
 INPUTS = ("pixels", "patches", "audio", "bytes", "features")
 POSITIONS = ("fourier", "learned", "none")
 OUTPUTS = ("mean", "classify", "per_position", "mlm", "none")
 QUERIES = ("learned", "fourier", "input")
+
+
+# Named sizes: tiny (tests: 16 x 32 latents, 4 Fourier bands), small (the laptop reproduction: 64 x 128 latents,
+# 16 bands, 2 blocks of 2 latent layers with 8 heads)
+SIZES: dict[str, dict[str, int]] = {
+    "tiny": dict(num_bands=4, num_latents=16, latent_dim=32, num_blocks=2, self_per_block=1, self_heads=4,
+                 cross_heads=1, self_widening=2),
+    "small": dict(num_bands=16, num_latents=64, latent_dim=128, num_blocks=2, self_per_block=2, self_heads=8,
+                  cross_heads=1, self_widening=2, cross_widening=1),
+}
 
 
 @dataclass(frozen=True)
@@ -165,6 +175,17 @@ class PerceiverConfig:
                    decoder_final_project=False, hf_class="PerceiverForMaskedLM")
 
     @classmethod
+    def preset(cls, name: str, **overrides) -> PerceiverConfig:
+        """A named size (:data:`SIZES`) as Perceiver IO's encoder on ready ``(batch, 64, 16)`` feature arrays
+        (Hugging Face's ``PerceiverModel`` without pre- or postprocessor, so it converts both ways); override
+        the input, scheme and head for other uses. The recipe builds the paper's raw-pixel/audio classifier
+        from the same sizes (``PerceiverConfig(**SIZES[name], input=...)``)."""
+        if name not in SIZES:
+            raise ValueError(f"unknown preset {name!r}; expected one of {sorted(SIZES)}")
+        base = dict(scheme="io", input="features", input_shape=(64,), input_dim=16, output="none")
+        return cls(**{**base, **SIZES[name], **overrides})
+
+    @classmethod
     def image(cls, size: int = 32, channels: int = 3, **kw) -> PerceiverConfig:
         """Raw-pixel image classifier in the Perceiver paper's layout (Fourier positions, mean-pooled head)."""
         return cls(input="pixels", input_shape=(channels, size, size), **kw)
@@ -243,7 +264,7 @@ class PerceiverEncoder(nn.Module):
 
     def __init__(self, cfg: PerceiverConfig, input_dim: int):
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         d = cfg.latent_dim
         self.latents = nn.Parameter(torch.randn(cfg.num_latents, d) * cfg.init_std)
         self.plan = block_plan(cfg.scheme, cfg.num_blocks, cfg.self_per_block, cfg.share_weights)
@@ -269,15 +290,14 @@ class PerceiverEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 output_hidden_states: bool = False):
-        if x.ndim != 3 or x.shape[-1] != self.input_dim:
-            raise ValueError(f"inputs must have shape (batch, M, C={self.input_dim}), got {tuple(x.shape)}")
-        z = self.latents.expand(x.shape[0], -1, -1)
+        _check_elements(x, self.input_dim)
+        z = self.latents.expand(x.shape[0], -1, -1)  # the learned latent array (batch, N, D)
         states = [z]
         for c, s in self.plan:
             if c is not None:
-                z = self.cross[c](z, x, key_padding_mask)
+                z = self.cross[c](z, x, key_padding_mask)  # cross-attend: z = z + Attn(LN(z), LN(x)), O(M N)
             for layer in self.latent[s]:
-                z = layer(z)
+                z = layer(z)  # latent transformer: z = z + Attn(LN(z)), O(N^2), independent of M
             states.append(z)
         return (z, tuple(states)) if output_hidden_states else z
 
@@ -323,6 +343,17 @@ class Perceiver(nn.Module):
     shape (O',) or (batch, O').
     """
 
+    config_class = PerceiverConfig
+
+    @staticmethod
+    def example_inputs(config: PerceiverConfig, batch: int = 2) -> dict[str, torch.Tensor]:
+        """Random inputs of the configured kind: images/waveforms/features (float) or byte ids (long)."""
+        if config.input == "bytes":
+            return {"inputs": torch.randint(0, config.vocab_size, (batch, config.input_shape[0]))}
+        if config.input == "features":
+            return {"inputs": torch.randn(batch, config.input_shape[0], config.input_dim)}
+        return {"inputs": torch.randn(batch, *config.input_shape)}
+
     def __init__(self, cfg: PerceiverConfig):
         super().__init__()
         from .adapters import build_adapter
@@ -337,22 +368,14 @@ class Perceiver(nn.Module):
                 output_index: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 output_hidden_states: bool = False, input_ids: torch.Tensor | None = None,
                 return_dict: bool = True, decode_labelled_only: bool = False, **unused) -> PerceiverOutput:
-        if inputs is None:
-            inputs = input_ids
-        elif input_ids is not None:
-            raise ValueError("pass either inputs or input_ids, not both")
-        if inputs is None:
-            raise ValueError("expected inputs (the raw array the adapter takes)")
-        x, x_raw = self.adapter(inputs)
-        mask = attention_mask
-        if mask is not None and (mask.ndim != 2 or tuple(mask.shape) != tuple(x.shape[:2])):
-            raise ValueError(f"attention_mask must have shape (batch, M) = {tuple(x.shape[:2])}, "
-                             f"got {tuple(mask.shape)}")
-        z, states = self.encoder(x, mask, output_hidden_states=True)
+        inputs = _check_inputs(inputs, input_ids)
+        x, x_raw = self.adapter(inputs)  # adapt: raw array -> (batch, M, C) elements with positions
+        mask = _check_mask(attention_mask, x)
+        z, states = self.encoder(x, mask, output_hidden_states=True)  # encode: latents (batch, N, D)
         if decode_labelled_only:
-            if labels is None or labels.ndim != 2 or output_index is not None:
-                raise ValueError("decode_labelled_only needs per-position labels (batch, O) and no output_index")
+            _check_labelled_only(labels, output_index)
             output_index, labels = labelled_positions(labels)
+        # decode: latents -> logits (mean-pooled classifier, or Perceiver IO's output queries)
         logits = self.decoder(z, x=x, x_raw=x_raw, output_index=output_index) if self.decoder is not None else None
         loss = None
         if labels is not None and logits is not None:
@@ -361,3 +384,29 @@ class Perceiver(nn.Module):
             loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                ignore_index=-100)
         return PerceiverOutput(loss, logits, z, states if output_hidden_states else None, output_index)
+
+
+# ----------------------------------------------------------------------------------------------------- input checks
+def _check_elements(x: torch.Tensor, input_dim: int) -> None:
+    if x.ndim != 3 or x.shape[-1] != input_dim:
+        raise ValueError(f"inputs must have shape (batch, M, C={input_dim}), got {tuple(x.shape)}")
+
+
+def _check_inputs(inputs: torch.Tensor | None, input_ids: torch.Tensor | None) -> torch.Tensor:
+    if inputs is not None and input_ids is not None:
+        raise ValueError("pass either inputs or input_ids, not both")
+    inputs = inputs if inputs is not None else input_ids
+    if inputs is None:
+        raise ValueError("expected inputs (the raw array the adapter takes)")
+    return inputs
+
+
+def _check_mask(mask: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor | None:
+    if mask is not None and (mask.ndim != 2 or tuple(mask.shape) != tuple(x.shape[:2])):
+        raise ValueError(f"attention_mask must have shape (batch, M) = {tuple(x.shape[:2])}, got {tuple(mask.shape)}")
+    return mask
+
+
+def _check_labelled_only(labels: torch.Tensor | None, output_index: torch.Tensor | None) -> None:
+    if labels is None or labels.ndim != 2 or output_index is not None:
+        raise ValueError("decode_labelled_only needs per-position labels (batch, O) and no output_index")

@@ -18,8 +18,9 @@ continues an interrupted run exactly and skips finished ones.
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -28,19 +29,12 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from paperzoo.nn.transformer import TransformerConfig, TransformerEncoder
-from paperzoo.report import (
-    compare,
-    new_run_dir,
-    pick_preset,
-    plot_bars_with_ci,
-    plot_metrics,
-    write_config,
-    write_result,
-)
+from paperzoo.recipes import Job, NonInferior, Preset, all_of, run_jobs, smoke, start
+from paperzoo.report import plot_bars_with_ci, plot_metrics, write_result
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 
 from .adapters import AudioAdapter, PatchAdapter
-from .model import Perceiver, PerceiverConfig
+from .model import SIZES, Perceiver, PerceiverConfig
 
 CLAIM = ("Perceiver classifies raw pixels (Fashion-MNIST, CIFAR-10) and raw 8 kHz audio (FSDD) with accuracy "
          "competitive with (at most 2 points below) a ViT-style transformer of the same parameter count trained "
@@ -56,46 +50,43 @@ class TaskSpec:
 
     perceiver: PerceiverConfig
     baseline_patch: int  # image patch side, or audio frame length in samples
-    baseline_depth: int = 4
-    baseline_heads: int = 4
+    baseline_num_layers: int = 4
+    baseline_num_heads: int = 4
 
 
-@dataclass(frozen=True)
-class Preset:
-    seeds: int
-    tasks: tuple[str, ...]
-    train: TrainConfig
-    specs: dict
+@dataclass(frozen=True, kw_only=True)
+class PerceiverPreset(Preset):
+    """``model``: task -> :class:`TaskSpec`; ``subset`` / ``test_subset`` images or clips per task (all when None)."""
+
+    tasks: tuple[str, ...] = TASKS
     subset: int | None = None
     test_subset: int | None = None
 
 
-def _perceiver(task: str, **kw) -> PerceiverConfig:
+def _perceiver(task: str, size: str, **kw) -> PerceiverConfig:
+    """The paper's classifier (shared-weight repeats, mean-pooled head) of model size ``size`` on ``task``'s raw
+    input: pixels with 2D Fourier positions, or waveform frames with 1D ones."""
     if task == "fashion":
         base = dict(input="pixels", input_shape=(1, 28, 28))
     elif task == "cifar10":
         base = dict(input="pixels", input_shape=(3, 32, 32))
     else:
         base = dict(input="audio", input_shape=(AUDIO_SAMPLES,), patch_size=kw.pop("audio_patch", 8))
-    return PerceiverConfig(position="fourier", output="mean", num_classes=10, scheme="paper", **base, **kw)
+    return PerceiverConfig(position="fourier", output="mean", num_classes=10, scheme="paper", **base, **SIZES[size],
+                           **kw)
 
-
-_SMALL = dict(num_bands=16, num_latents=64, latent_dim=128, num_blocks=2, self_per_block=2, self_heads=8,
-              cross_heads=1, self_widening=2, cross_widening=1)
-_TINY = dict(num_bands=4, num_latents=16, latent_dim=32, num_blocks=2, self_per_block=1, self_heads=4,
-             cross_heads=1, self_widening=2)
 
 PRESETS = {
-    "small": Preset(seeds=3, tasks=TASKS, specs={
-        "fashion": TaskSpec(_perceiver("fashion", **_SMALL), 4),
-        "cifar10": TaskSpec(_perceiver("cifar10", **_SMALL), 4),
-        "fsdd": TaskSpec(_perceiver("fsdd", audio_patch=8, **_SMALL), 80),
+    "small": PerceiverPreset(seeds=3, model={
+        "fashion": TaskSpec(_perceiver("fashion", "small"), 4),
+        "cifar10": TaskSpec(_perceiver("cifar10", "small"), 4),
+        "fsdd": TaskSpec(_perceiver("fsdd", "small", audio_patch=8), 80),
     }, train=TrainConfig(steps=800, batch_size=64, lr=1e-3, weight_decay=0.05, warmup_steps=60, schedule="cosine",
                          eval_every=400, ckpt_every=200, log_every=20)),
-    "tiny": Preset(seeds=2, tasks=TASKS, subset=1024, test_subset=500, specs={
-        "fashion": TaskSpec(_perceiver("fashion", **_TINY), 7, baseline_depth=1, baseline_heads=2),
-        "cifar10": TaskSpec(_perceiver("cifar10", **_TINY), 8, baseline_depth=1, baseline_heads=2),
-        "fsdd": TaskSpec(_perceiver("fsdd", audio_patch=40, **_TINY), 200, baseline_depth=1, baseline_heads=2),
+    "tiny": PerceiverPreset(seeds=2, subset=1024, test_subset=500, model={
+        "fashion": TaskSpec(_perceiver("fashion", "tiny"), 7, baseline_num_layers=1, baseline_num_heads=2),
+        "cifar10": TaskSpec(_perceiver("cifar10", "tiny"), 8, baseline_num_layers=1, baseline_num_heads=2),
+        "fsdd": TaskSpec(_perceiver("fsdd", "tiny", audio_patch=40), 200, baseline_num_layers=1, baseline_num_heads=2),
     }, train=TrainConfig(steps=40, batch_size=32, lr=3e-3, warmup_steps=4, eval_every=0, ckpt_every=20,
                          log_every=5)),
 }
@@ -105,12 +96,13 @@ class TransformerBaseline(nn.Module):
     """ViT-style baseline: patches/frames (no convolution: flattened values) -> Linear -> learned positions ->
     pre-norm transformer -> mean pool -> LayerNorm -> Linear. Input as the Perceiver's adapter takes it."""
 
-    def __init__(self, tokenizer: nn.Module, num_tokens: int, dim: int, depth: int, heads: int, num_classes: int = 10):
+    def __init__(self, tokenizer: nn.Module, num_tokens: int, dim: int, num_layers: int, num_heads: int,
+                 num_classes: int = 10):
         super().__init__()
         self.tokenizer = tokenizer
         self.embed = nn.Linear(tokenizer.out_dim, dim)
-        self.encoder = TransformerEncoder(TransformerConfig(dim=dim, depth=depth, num_heads=heads, ffn_dim=4 * dim,
-                                                            position="learned", max_len=num_tokens))
+        self.encoder = TransformerEncoder(TransformerConfig(dim=dim, depth=num_layers, num_heads=num_heads,
+                                                            ffn_dim=4 * dim, position="learned", max_len=num_tokens))
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -130,9 +122,9 @@ def build_baseline(cfg: PerceiverConfig, spec: TaskSpec, target_params: int) -> 
         else:
             tok = PatchAdapter(cfg.input_shape, spec.baseline_patch, position="none")
         n = tok.grid[0] * (tok.grid[1] if len(tok.grid) > 1 else 1)
-        return TransformerBaseline(tok, n, dim, spec.baseline_depth, spec.baseline_heads, cfg.num_classes)
+        return TransformerBaseline(tok, n, dim, spec.baseline_num_layers, spec.baseline_num_heads, cfg.num_classes)
 
-    step = 2 * spec.baseline_heads
+    step = 2 * spec.baseline_num_heads
     lo, hi = 1, 1024 // step  # the count grows with the width: bisect on width / step
     while lo < hi:
         mid = (lo + hi) // 2
@@ -141,8 +133,10 @@ def build_baseline(cfg: PerceiverConfig, spec: TaskSpec, target_params: int) -> 
     return min(cands, key=lambda m: abs(_n_params(m) - target_params))
 
 
+@functools.lru_cache(maxsize=6)
 def _load(task: str, split: str, limit: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Raw inputs (uint8 images (N, C, H, W) or float waveforms (N, 8000)) and labels."""
+    """Raw inputs (uint8 images (N, C, H, W) or float waveforms (N, 8000)) and labels; cached (a worker process
+    that trains several jobs of a task reads its data once)."""
     from paperzoo.data import load_cifar10, load_fashion_mnist, load_fsdd, pad_or_crop
 
     if task in ("fashion", "cifar10"):
@@ -196,96 +190,61 @@ def build_models(task: str, spec: TaskSpec) -> dict[str, nn.Module]:
     return {"perceiver": perceiver, "transformer": build_baseline(spec.perceiver, spec, _n_params(perceiver))}
 
 
-def train_one(task: str, kind: str, seed: int, preset: Preset, out_dir: Path, resume: bool, data,
-              progress: bool = True) -> dict:
-    """Train one (task, model, seed) in ``out_dir``; returns its result (cached in seed_result.json)."""
-    done = out_dir / "seed_result.json"
-    if resume and done.is_file():
-        return json.loads(done.read_text())
-    (x, y), (xt, yt) = data
-    seed_everything(seed)
-    model = build_models(task, preset.specs[task])[kind]
+def train_job(job: Job, out: Path, resume: bool, progress: bool, p: PerceiverPreset) -> dict:
+    """Train ``job.config`` = ``(task, model)`` with ``job.seed`` in ``out``; returns accuracy, size and cost."""
+    task, kind = job.config
+    (x, y), (xt, yt) = _load(task, "train", p.subset), _load(task, "test", p.test_subset)
+    seed_everything(job.seed)
+    model = build_models(task, p.model[task])[kind]
 
     def loss_fn(m, batch):
         inputs, labels = batch
         logits = _logits(m, prepare(task, inputs).to(labels.device))
         return F.cross_entropy(logits, labels), {"acc": (logits.argmax(1) == labels).float().mean().item()}
 
-    trainer = Trainer(model, replace(preset.train, seed=seed), TensorDataset(x, y), loss_fn,
-                      eval_fn=lambda m: {"test_acc": accuracy(m, task, xt, yt)}, out_dir=out_dir, progress=progress)
+    trainer = Trainer(model, replace(p.train, seed=job.seed), TensorDataset(x, y), loss_fn,
+                      eval_fn=lambda m: {"test_acc": accuracy(m, task, xt, yt)}, out_dir=out, progress=progress)
     fit = trainer.fit(resume=resume)
-    records = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train_losses = [r["loss"] for r in records if r.get("event") == "train"]
     acc = fit["eval"].get("test_acc")
     if acc is None:
         acc = accuracy(model.eval(), task, xt, yt)
-    result = {"task": task, "model": kind, "seed": seed, "test_acc": acc, "params": _n_params(model),
-              "forward_flops": forward_flops(model.eval(), task, xt), "train_seconds": records[-1].get("time"),
-              "first_loss": train_losses[0] if train_losses else None,
-              "last_loss": train_losses[-1] if train_losses else None, "steps": fit["step"]}
-    done.write_text(json.dumps(result, indent=2))
-    return result
-
-
-def _verdict(verdicts: list[str]) -> str:
-    if "not reproduced" in verdicts:
-        return "not reproduced"
-    return "reproduced" if verdicts and set(verdicts) == {"reproduced"} else "inconclusive"
+    return {"test_acc": acc, "params": _n_params(model), "forward_flops": forward_flops(model.eval(), task, xt),
+            "train_seconds": records[-1].get("time"), "first_loss": train_losses[0] if train_losses else None,
+            "last_loss": train_losses[-1] if train_losses else None, "steps": fit["step"]}
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
         progress: bool = True, workers: int = 1) -> Path:
-    """Train Perceiver and the baseline on every task of the preset over ``seeds`` seeds; write the report.
-
-    ``workers > 1`` trains that many (model, seed) runs of a task at once in separate processes.
-    """
-    from paperzoo.train.parallel import run_jobs
-
-    name, p = pick_preset(PRESETS, preset, "small", "perceiver")
-    n_seeds = seeds or p.seeds
-    if n_seeds < 1:
-        raise ValueError(f"seeds must be >= 1, got {n_seeds}")
-    run_dir = new_run_dir("perceiver", out)
-    write_config(run_dir, {"preset": name, "tasks": list(p.tasks), "train": asdict(p.train), "subset": p.subset,
-                           "test_subset": p.test_subset, "margin": MARGIN,
-                           "specs": {t: {"perceiver": asdict(p.specs[t].perceiver),
-                                         "baseline_patch": p.specs[t].baseline_patch,
-                                         "baseline_depth": p.specs[t].baseline_depth,
-                                         "baseline_heads": p.specs[t].baseline_heads} for t in p.tasks}},
-                 seeds=range(n_seeds))
-    measurements, details, verdicts, plots, bars = {}, {"preset": name}, [], [], {}
+    """Train Perceiver and the baseline on every task of the preset over ``seeds`` seeds; write the report."""
+    name, p, run_dir = start("perceiver", PRESETS, preset, seeds, out)
+    kinds = ("perceiver", "transformer")
+    jobs = [Job(f"{t}/{k}", s, (t, k)) for t in p.tasks for k in kinds for s in range(p.seeds)]
+    res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(p,))
+    measurements, details, verdicts, plots = {}, {"preset": name}, [], []
     for task in p.tasks:
-        data = (_load(task, "train", p.subset), _load(task, "test", p.test_subset))
-        jobs = [(task, k, s, p, run_dir / task / k / f"seed-{s}", resume, data, progress and workers == 1)
-                for k in ("perceiver", "transformer") for s in range(n_seeds)]
-        done = run_jobs(train_one, jobs, workers, label=lambda j: f"{j[0]} {j[1]} seed {j[2]}")
-        res = {k: [r for r, j in zip(done, jobs, strict=True) if j[1] == k] for k in ("perceiver", "transformer")}
-        accs = {k: [r["test_acc"] for r in v] for k, v in res.items()}
-        cmp = compare(accs["perceiver"], accs["transformer"], higher_is_better=True, margin=-MARGIN)
-        verdicts.append(cmp.verdict)
-        measurements[f"{task} perceiver test accuracy"] = accs["perceiver"]
-        measurements[f"{task} transformer test accuracy"] = accs["transformer"]
-        measurements[f"{task} perceiver - transformer"] = cmp
-        details[task] = {
-            "comparison": str(cmp),
-            "params": {k: v[0]["params"] for k, v in res.items()},
-            "forward_gflops_per_example": {k: v[0]["forward_flops"] / 1e9 for k, v in res.items()},
-            "train_seconds_per_seed": {k: [r["train_seconds"] for r in v] for k, v in res.items()},
-            "per_seed": res,
-        }
-        bars.update({f"{task} {k}": v for k, v in accs.items()})
+        acc = {k: res.values(f"{task}/{k}", "test_acc") for k in kinds}
+        v = NonInferior(MARGIN).judge(acc["perceiver"], acc["transformer"], f"{task} Perceiver",
+                                      f"{task} transformer")
+        verdicts.append(v)
+        measurements |= {f"{task} {k} test accuracy": acc[k] for k in kinds}
+        measurements[f"{task} perceiver - transformer"] = v.comparison
+        first = {k: res[f"{task}/{k}", 0] for k in kinds}
+        details[task] = {"verdict": str(v), "params": {k: r["params"] for k, r in first.items()},
+                         "forward_gflops_per_example": {k: r["forward_flops"] / 1e9 for k, r in first.items()},
+                         "train_seconds_per_seed": {k: res.values(f"{task}/{k}", "train_seconds") for k in kinds}}
         curves = {f"{m.parent.parent.name} {m.parent.name}": m
                   for m in sorted((run_dir / task).glob("*/seed-*/metrics.jsonl"))}
         plots.append(plot_metrics(run_dir, curves, x="step", ys=("loss",), path=run_dir / f"loss-{task}.png",
                                   title=f"{task}: training loss"))
-    plots.append(plot_bars_with_ci(bars, run_dir / "accuracy.png", title="test accuracy (95% CI)",
-                                   ylabel="accuracy"))
+    plots.append(plot_bars_with_ci({f"{t} {k}": res.values(f"{t}/{k}", "test_acc") for t in p.tasks for k in kinds},
+                                   run_dir / "accuracy.png", title="test accuracy (95% CI)", ylabel="accuracy"))
     details["torch threads"] = torch.get_num_threads()
-    write_result(run_dir, "perceiver", CLAIM, measurements, _verdict(verdicts), details=details, plots=plots,
-                 notes=(f"Per task: non-inferiority of Perceiver accuracy vs the baseline with margin {MARGIN} "
-                        "(Welch 95% interval of the difference above -margin: reproduced; below: not reproduced; "
-                        "else inconclusive). Overall: reproduced if all tasks are, not reproduced if any is. Both "
-                        "models get the same optimiser, schedule, batch, steps and seeds; parameter counts and "
-                        "forward FLOPs per example are listed per task. Laptop-scale: far fewer steps and smaller "
-                        "models than the paper, so absolute accuracies are well below published figures."))
+    write_result(run_dir, "perceiver", CLAIM, measurements, smoke(all_of(*verdicts), name), details=details,
+                 plots=plots, notes=(f"Per task: Perceiver accuracy non-inferior to the baseline's within {MARGIN}; "
+                                     "overall: every task. Both models get the same optimiser, schedule, batch, "
+                                     "steps and seeds; parameter counts and forward FLOPs per example are listed "
+                                     "per task. Laptop-scale: far fewer steps and smaller models than the paper, "
+                                     "so absolute accuracies are well below published figures."))
     return run_dir

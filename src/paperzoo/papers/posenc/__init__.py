@@ -2,6 +2,10 @@
 
 from paperzoo.registry import Paper, register
 
+from .model import CharLM, CharLMConfig
+
+__all__ = ["CharLM", "CharLMConfig"]
+
 register(Paper(
     name="posenc",
     title="Attention Is All You Need (positional encodings: sinusoidal vs learned)",

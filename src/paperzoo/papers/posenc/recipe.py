@@ -1,10 +1,8 @@
 """``paperzoo reproduce posenc``: one small causal character LM per positional encoding, over seeds, on Tiny
 Shakespeare; held-out perplexity at the training length L and at 2L and 4L.
 
-Each (encoding, seed) trains in its own folder ``<encoding>/seed-<k>/`` through the shared engine, so ``--resume``
-continues an interrupted run exactly and skips finished ones (their ``seed_result.json`` is reused). Several
-processes may train disjoint (encoding, seed) pairs of one run folder with :func:`train_one`; a final
-``run(out=..., resume=True)`` then only evaluates nothing new and writes the report.
+Each (encoding, seed) is a job trained in ``<run>/<encoding>/seed-<k>/`` through the shared engine, so ``--resume``
+continues an interrupted run exactly and reuses finished ones, and ``--workers N`` trains N at once.
 
 Evaluation: the first ``eval_windows * 4L`` characters of the validation split, cut into non-overlapping windows of
 n in {L, 2L, 4L} characters (the same text at every length); each window is scored from its own start, and the
@@ -16,23 +14,15 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from paperzoo.data import load_tinyshakespeare
-from paperzoo.report import (
-    compare,
-    mean_ci,
-    new_run_dir,
-    pick_preset,
-    plot_bars_with_ci,
-    plot_metrics,
-    write_config,
-    write_result,
-)
+from paperzoo.recipes import Beats, Job, NonInferior, Preset, Verdict, all_of, run_jobs, smoke, start
+from paperzoo.report import compare, mean_ci, plot_bars_with_ci, plot_metrics, write_result
 from paperzoo.train import TrainConfig, Trainer, load_latest, seed_everything
 
 from .model import ENCODINGS, CharLM, CharLMConfig
@@ -48,28 +38,27 @@ STUDY = ENCODINGS + tuple(VARIANTS)
 NA_LEARNED = "n/a (cannot extrapolate beyond max_len)"
 
 
-@dataclass(frozen=True)
-class Preset:
-    model: str  # CharLMConfig preset name
-    seeds: int
-    train: TrainConfig
-    eval_windows: int  # windows of 4L characters of validation text
+@dataclass(frozen=True, kw_only=True)
+class PosencPreset(Preset):
+    """``model``: the LM (its position is set per encoding); ``eval_windows``: windows of 4L characters of validation
+    text; ``encodings``: the study's variants."""
+
+    eval_windows: int
     encodings: tuple[str, ...] = STUDY
 
 
+_TRAIN = dict(batch_size=16, lr=3e-3, weight_decay=0.01, warmup_steps=30, schedule="cosine", min_lr_ratio=0.1,
+              log_every=20)
 PRESETS = {
-    "small": Preset(model="small", seeds=3, eval_windows=64,
-                    train=TrainConfig(steps=400, batch_size=16, lr=3e-3, weight_decay=0.01, warmup_steps=30,
-                                      schedule="cosine", min_lr_ratio=0.1, eval_every=200, ckpt_every=100,
-                                      log_every=20)),
+    "small": PosencPreset(model=CharLMConfig.preset("small", "none"), seeds=3, eval_windows=64,
+                          train=TrainConfig(steps=400, eval_every=200, ckpt_every=100, **_TRAIN)),
     # Diagnostic: does the sinusoidal-vs-learned gap close with twice the steps? (one seed; no CI)
-    "longer": Preset(model="small", seeds=1, eval_windows=64, encodings=("sinusoidal", "learned", "learned-wide"),
-                     train=TrainConfig(steps=800, batch_size=16, lr=3e-3, weight_decay=0.01, warmup_steps=30,
-                                       schedule="cosine", min_lr_ratio=0.1, eval_every=400, ckpt_every=200,
-                                       log_every=20)),
-    "tiny": Preset(model="tiny", seeds=2, eval_windows=4,
-                   train=TrainConfig(steps=40, batch_size=16, lr=1e-2, warmup_steps=4, eval_every=0, ckpt_every=20,
-                                     log_every=5)),
+    "longer": PosencPreset(model=CharLMConfig.preset("small", "none"), seeds=1, eval_windows=64,
+                           encodings=("sinusoidal", "learned", "learned-wide"),
+                           train=TrainConfig(steps=800, eval_every=400, ckpt_every=200, **_TRAIN)),
+    "tiny": PosencPreset(model=CharLMConfig.preset("tiny", "none"), seeds=2, eval_windows=4,
+                         train=TrainConfig(steps=40, batch_size=16, lr=1e-2, warmup_steps=4, eval_every=0,
+                                           ckpt_every=20, log_every=5)),
 }
 
 
@@ -158,54 +147,46 @@ def _encoded(split: str) -> torch.Tensor:
     return encode(load_tinyshakespeare(split), vocabulary())
 
 
-def _data(preset: Preset):
-    vocab = vocabulary()
-    cfg = CharLMConfig.preset(preset.model, "none", vocab_size=len(vocab))
-    L = cfg.transformer.max_len
-    return vocab, cfg, _encoded("train"), _encoded("val")[: preset.eval_windows * 4 * L + 1]
+def _data(preset: PosencPreset) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoded training text and the first ``eval_windows * 4L + 1`` validation characters."""
+    L = preset.model.transformer.max_len
+    return _encoded("train"), _encoded("val")[: preset.eval_windows * 4 * L + 1]
 
 
-def train_one(encoding: str, seed: int, preset: str | Preset, run_dir: Path, resume: bool = False,
-              progress: bool = True) -> dict:
-    """Train and evaluate one (encoding, seed) in ``run_dir/<encoding>/seed-<seed>/``; returns (and caches in
-    ``seed_result.json``) ``{"encoding", "seed", "ppl": {n: ...}, "pos_loss", "train_seconds", "final_loss"}``."""
-    p = PRESETS[preset] if isinstance(preset, str) else preset
-    if encoding not in STUDY:
-        raise ValueError(f"encoding must be one of {STUDY}, got {encoding!r}")
-    out_dir = Path(run_dir) / encoding / f"seed-{seed}"
-    done = out_dir / "seed_result.json"
-    if resume and done.is_file():
-        return json.loads(done.read_text())
-    vocab, base, train, val = _data(p)
-    cfg = base.with_position(*VARIANTS.get(encoding, (encoding, 0.02)))
-    L = cfg.transformer.max_len
+def config_for(base: CharLMConfig, encoding: str) -> CharLMConfig:
+    """``base`` with ``encoding``'s position (a :data:`VARIANTS` entry sets the learned table's init std too)."""
+    _check_encoding(encoding)
+    return base.with_position(*VARIANTS.get(encoding, (encoding, 0.02)))
+
+
+def train_job(job: Job, out: Path, resume: bool, progress: bool, preset: PosencPreset) -> dict:
+    """Train and evaluate ``CharLM(job.config)`` with ``job.seed`` in ``out``; returns ``{"encoding", "seed",
+    "ppl": {n: ...}, "pos_loss", "train_seconds", "first_loss", "final_loss", ...}``."""
+    train, val = _data(preset)
+    L = job.config.transformer.max_len
     val_short = val[: min(len(val), 16 * L + 1)]
-    seed_everything(seed)
-    model = CharLM(cfg)
-    trainer = Trainer(model, replace(p.train, seed=seed), CharWindows(train, L), loss_fn,
+    seed_everything(job.seed)
+    model = CharLM(job.config)
+    trainer = Trainer(model, replace(preset.train, seed=job.seed), CharWindows(train, L), loss_fn,
                       eval_fn=lambda m: {"val_loss": float(position_losses(m, val_short, L).mean())},
-                      collate_fn=lambda b: b, out_dir=out_dir, progress=progress)
+                      collate_fn=lambda b: b, out_dir=out, progress=progress)
     fit = trainer.fit(resume=resume)
-    last = json.loads((out_dir / "metrics.jsonl").read_text().splitlines()[-1])
-    train_losses = [json.loads(line)["loss"] for line in (out_dir / "metrics.jsonl").read_text().splitlines()
-                    if json.loads(line).get("event") == "train"]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train_losses = [r["loss"] for r in records if r.get("event") == "train"]
     ev = evaluate_lengths(model, val, L)
-    result = {"encoding": encoding, "seed": seed, "train_len": L, "ppl": ev["ppl"], "note": ev["note"],
-              "pos_loss": ev["pos_loss"], "train_seconds": last["time"], "steps": fit["step"],
-              "first_loss": train_losses[0] if train_losses else None, "final_loss": fit["loss"]}
-    done.write_text(json.dumps(result))
-    return result
+    return {"encoding": job.variant, "seed": job.seed, "train_len": L, "ppl": ev["ppl"], "note": ev["note"],
+            "pos_loss": ev["pos_loss"], "train_seconds": records[-1]["time"], "steps": fit["step"],
+            "first_loss": train_losses[0] if train_losses else None, "final_loss": fit["loss"]}
 
 
 @torch.no_grad()
-def permutation_check(preset: str | Preset, seed: int = 0) -> dict[str, float]:
-    """Max |f(P x) - P f(x)| over logits for a freshly initialised model without positions: bidirectional
+def permutation_check(config: CharLMConfig, seed: int = 0) -> dict[str, float]:
+    """Max |f(P x) - P f(x)| over logits for a freshly initialised ``CharLM(config)`` without positions: bidirectional
     (should be ~0: permutation-equivariant) and causal (large: the mask itself encodes order). float64."""
-    p = PRESETS[preset] if isinstance(preset, str) else preset
     out = {}
     for name, causal in (("bidirectional", False), ("causal", True)):
         seed_everything(seed)
-        cfg = CharLMConfig.preset(p.model, "none", causal=causal)
+        cfg = replace(config, transformer=replace(config.transformer, position="none", causal=causal))
         model = CharLM(cfg).double().eval()
         gen = torch.Generator().manual_seed(seed)
         x = torch.randint(0, cfg.vocab_size, (4, cfg.transformer.max_len), generator=gen)
@@ -301,8 +282,15 @@ def _table(results: dict[str, list[dict]], L: int) -> str:
     return "\n".join(rows)
 
 
+def equivalent(a: list[float], b: list[float], band: float, a_name: str, b_name: str) -> Verdict:
+    """Claim: ``a`` and ``b`` are equivalent within ``band`` (lower is better): the Welch interval of
+    ``mean(a) - mean(b)`` lies inside ``(-band, band)``, i.e. each is non-inferior to the other by ``band``."""
+    rule = NonInferior(band, higher_is_better=False)
+    return all_of(rule.judge(a, b, a_name, b_name), rule.judge(b, a, b_name, a_name))
+
+
 def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float], unigram: float,
-              scales: dict[str, dict[str, list[float]]]) -> tuple[str, dict, str]:
+              scales: dict[str, dict[str, list[float]]]) -> tuple[Verdict, dict, str]:
     """The verdict on the headline claim (sinusoidal ~ learned at L) and a reading of each secondary claim."""
     def ppl(enc, f):
         return [r["ppl"][str(f * L)] for r in results.get(enc, [])]
@@ -310,18 +298,16 @@ def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float], un
     def ratio(enc):
         return [b / a for a, b in zip(ppl(enc, 1), ppl(enc, 4), strict=True)]
 
-    details, lines = {}, []
-    verdict = "inconclusive"
-    if {"sinusoidal", "learned"} <= results.keys():
-        c = compare(ppl("sinusoidal", 1), ppl("learned", 1), higher_is_better=False)
-        tol = EQUIV_TOL * mean_ci(ppl("learned", 1)).mean
-        if not math.isnan(c.lo):
-            verdict = ("reproduced" if -tol < c.lo and c.hi < tol else
-                       "not reproduced" if c.lo > tol or c.hi < -tol else "inconclusive")
-        details["sinusoidal - learned ppl at L"] = f"{c.diff:+.4g} (95% Welch CI {c.lo:+.4g} to {c.hi:+.4g})"
-        lines.append(f"- **Vaswani et al.: sinusoidal ~ learned at L.** Difference of mean ppl {c.diff:+.3f} "
-                     f"(95% Welch CI {c.lo:+.3f} to {c.hi:+.3f}); equivalence band +-{tol:.3f} "
-                     f"({EQUIV_TOL:.0%} of learned's ppl) -> **{verdict}**.")
+    def diff(a, b):
+        c = compare(ppl(a, 1), ppl(b, 1), higher_is_better=False)
+        return f"{c.diff:+.4g} (95% Welch CI {c.lo:+.4g} to {c.hi:+.4g})"
+
+    tol = EQUIV_TOL * mean_ci(ppl("learned", 1)).mean
+    verdict = equivalent(ppl("sinusoidal", 1), ppl("learned", 1), tol, "sinusoidal", "learned")
+    details = {"sinusoidal - learned ppl at L": diff("sinusoidal", "learned")}
+    lines = [f"- **Vaswani et al.: sinusoidal ~ learned at L** (equivalence band +-{tol:.3f}, {EQUIV_TOL:.0%} of "
+             f"learned's ppl): sinusoidal - learned = {details['sinusoidal - learned ppl at L']} -> "
+             f"**{verdict.verdict}**."]
     for enc, sc in scales.items():
         if sc["position_rms"]:
             tok, pos = mean_ci(sc["token_rms"]).mean, mean_ci(sc["position_rms"]).mean
@@ -329,43 +315,37 @@ def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float], un
             lines.append(f"- **Trained table scales, {enc}:** token embeddings rms {tok:.3f}, learned positions rms "
                          f"{pos:.3f} (the sinusoid's rms is 0.707).")
     if {"sinusoidal", "learned-wide"} <= results.keys():
-        c = compare(ppl("sinusoidal", 1), ppl("learned-wide", 1), higher_is_better=False)
-        tol = EQUIV_TOL * mean_ci(ppl("learned-wide", 1)).mean
-        inside = ("inside" if -tol < c.lo and c.hi < tol else "outside" if c.lo > tol or c.hi < -tol
-                  else "overlapping")
-        details["sinusoidal - learned-wide ppl at L"] = f"{c.diff:+.4g} (95% Welch CI {c.lo:+.4g} to {c.hi:+.4g})"
+        tol_w = EQUIV_TOL * mean_ci(ppl("learned-wide", 1)).mean
+        v = equivalent(ppl("sinusoidal", 1), ppl("learned-wide", 1), tol_w, "sinusoidal", "learned-wide")
+        details["sinusoidal - learned-wide ppl at L"] = diff("sinusoidal", "learned-wide")
         lines.append(f"- **Ablation: learned positions initialised at the sinusoid's scale** (std 0.707, "
-                     f"`learned-wide`): sinusoidal minus learned-wide ppl at L {c.diff:+.3f} (95% CI {c.lo:+.3f} to "
-                     f"{c.hi:+.3f}), {inside} the +-{tol:.3f} equivalence band.")
+                     f"`learned-wide`): sinusoidal - learned-wide ppl at L = "
+                     f"{details['sinusoidal - learned-wide ppl at L']}; equivalent within +-{tol_w:.3f}: "
+                     f"{v.verdict}.")
     for enc in ("t5", "rotary", "alibi", "sinusoidal", "none"):
         if enc in results and all(v is not None for v in ppl(enc, 4)):
             details[f"{enc}: ppl 4L / ppl L"] = str(mean_ci(ratio(enc)))
     relative = [e for e in ("alibi", "t5", "rotary") if e in results]
-    if relative:
-        parts = []
-        for enc in relative:
-            r = mean_ci(ratio(enc))
-            held = "holds (no worse at 4L)" if r.hi <= 1.0 else "fails (worse at 4L)" if r.lo > 1.0 else "unclear"
-            parts.append(f"{enc} ppl(4L)/ppl(L) = {r} -> {held}")
+    if relative:  # extrapolates: ppl(4L)/ppl(L) below 1 (longer windows give later positions more context)
+        below_one = Beats(higher_is_better=False)
+        parts = [f"{enc} ppl(4L)/ppl(L) = {mean_ci(ratio(enc))}, below 1: {below_one.judge(ratio(enc), 1.0).verdict}"
+                 for enc in relative]
         lines.append("- **Relative schemes extrapolate** (Press et al. 2022; Raffel et al. 2020; Su et al. 2021): "
                      + "; ".join(parts) + ".")
     if "sinusoidal" in results:
-        r = mean_ci(ratio("sinusoidal"))
         lines.append(f"- **Sinusoidal extrapolation** (Vaswani et al. hoped it would, Press et al. found it does "
-                     f"not): ppl(4L)/ppl(L) = {r}.")
+                     f"not): ppl(4L)/ppl(L) = {mean_ci(ratio('sinusoidal'))}.")
     if "learned" in results:
         lines.append(f"- **Learned absolute positions** cannot be evaluated beyond L={L}: {NA_LEARNED}.")
     if {"none", "sinusoidal"} <= results.keys():
-        c = compare(ppl("none", 1), ppl("sinusoidal", 1), higher_is_better=False)
-        lines.append(f"- **No positional encoding in a causal LM** (Haviv et al. 2022; Irie et al. 2019): none minus "
-                     f"sinusoidal ppl at L = {c.diff:+.3f} (95% CI {c.lo:+.3f} to {c.hi:+.3f}); "
-                     f"ppl(none) = {mean_ci(ppl('none', 1))} against {unigram:.2f} for the no-context unigram "
-                     "model: it learns (a causal model can count its predecessors through the mask, so position "
-                     "leaks in), but here it trails every scheme that carries usable position.")
+        lines.append(f"- **No positional encoding in a causal LM** (Haviv et al. 2022; Irie et al. 2019): none - "
+                     f"sinusoidal ppl at L = {diff('none', 'sinusoidal')}; ppl(none) = {mean_ci(ppl('none', 1))} "
+                     f"against {unigram:.2f} for the no-context unigram model: it learns (a causal model can count "
+                     "its predecessors through the mask, so position leaks in), but here it trails every scheme "
+                     "that carries usable position.")
         if "learned" in results:
-            c2 = compare(ppl("learned", 1), ppl("none", 1), higher_is_better=False)
-            lines.append(f"- **Learned (std 0.02) vs none at L:** {c2.diff:+.3f} (95% CI {c2.lo:+.3f} to "
-                         f"{c2.hi:+.3f}): within this budget the learned table stays small and adds little.")
+            lines.append(f"- **Learned (std 0.02) vs none at L:** {diff('learned', 'none')}: within this budget "
+                         "the learned table stays small and adds little.")
     lines.append(f"- **Permutation equivariance without positions** (fresh model, float64): bidirectional encoder "
                  f"max |f(Px) - P f(x)| = {perm['bidirectional']:.2e} (equivariant); causal model "
                  f"{perm['causal']:.2e} (not: the mask carries order).")
@@ -373,34 +353,24 @@ def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float], un
     return verdict, details, "\n".join(lines)
 
 
-def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False) -> Path:
+def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
+        progress: bool = True, workers: int = 1) -> Path:
     """Train every encoding for ``seeds`` seeds, evaluate at L, 2L, 4L and write the report; returns the run folder."""
-    name, p = pick_preset(PRESETS, preset, "small", "posenc")
-    if seeds is not None and (not isinstance(seeds, int) or seeds < 1):
-        raise ValueError(f"seeds must be an int >= 1, got {seeds!r}")
-    n_seeds = seeds or p.seeds
-    run_dir = new_run_dir("posenc", out)
-    model_cfg = CharLMConfig.preset(p.model, "none", vocab_size=len(vocabulary()))
-    L = model_cfg.transformer.max_len
-    write_config(run_dir, {"preset": name, "encodings": list(p.encodings), "model": asdict(model_cfg),
-                           "train": asdict(p.train), "eval_windows": p.eval_windows, "eval_lengths":
-                           [f * L for f in FACTORS], "torch_threads": torch.get_num_threads()},
-                 seeds=range(n_seeds))
-    results = {enc: [train_one(enc, s, p, run_dir, resume) for s in range(n_seeds)] for enc in p.encodings}
-    perm = permutation_check(p)
-    _, _, train, val = _data(p)
-    unigram = unigram_ppl(train, val, model_cfg.vocab_size)
-    scales = {enc: table_scales(run_dir, enc, n_seeds) for enc in results if enc.startswith("learned")}
-    verdict, details, reading = _readings(results, L, perm, unigram, scales)
-    measurements = {}
-    for enc, rs in results.items():
-        for f in FACTORS:
-            vals = [r["ppl"][str(f * L)] for r in rs]
-            if all(v is not None for v in vals):
-                measurements[f"ppl@{f}L {enc}"] = vals
-    details.update({"learned at 2L, 4L": NA_LEARNED, "unigram baseline ppl": unigram, "train seconds per run (mean)":
-                    f"{mean_ci([r['train_seconds'] for rs in results.values() for r in rs]).mean:.0f}",
-                    "preset": name, "torch threads": torch.get_num_threads()})
+    name, p, run_dir = start("posenc", PRESETS, preset, seeds, out)
+    base = replace(p.model, vocab_size=len(vocabulary()))
+    L = base.transformer.max_len
+    jobs = [Job(enc, s, config_for(base, enc)) for enc in p.encodings for s in range(p.seeds)]
+    res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(p,))
+    results = {enc: res.of(enc) for enc in p.encodings}
+    unigram = unigram_ppl(*_data(p), base.vocab_size)
+    scales = {enc: table_scales(run_dir, enc, p.seeds) for enc in results if enc.startswith("learned")}
+    verdict, details, reading = _readings(results, L, permutation_check(p.model), unigram, scales)
+    measurements = {f"ppl@{f}L {enc}": [r["ppl"][str(f * L)] for r in rs] for enc, rs in results.items()
+                    for f in FACTORS if all(r["ppl"][str(f * L)] is not None for r in rs)}
+    seconds = [res[j.variant, j.seed]["train_seconds"] for j in res.jobs]
+    details.update({"learned at 2L, 4L": NA_LEARNED, "unigram baseline ppl": unigram,
+                    "train seconds per run (mean)": f"{mean_ci(seconds).mean:.0f}", "preset": name,
+                    "torch threads": torch.get_num_threads()})
     plots = [
         _plot_lengths(results, L, run_dir / "ppl_vs_length.png"),
         _plot_positions(results, L, run_dir / "loss_by_position.png"),
@@ -412,12 +382,19 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     ]
     notes = (f"Character-level LM on Tiny Shakespeare ({len(vocabulary())} symbols), trained at L={L} characters. "
              f"Perplexity per character on the first {p.eval_windows * 4 * L} characters of the validation split, "
-             f"non-overlapping windows scored from their start; mean with a 95% t-interval over {n_seeds} seeds.\n\n"
+             f"non-overlapping windows scored from their start; mean with a 95% t-interval over {p.seeds} seeds.\n\n"
              + _table(results, L) + "\n\nReading:\n\n" + reading + "\n\n"
              "Longer windows give later positions more context, so a model that extrapolates perfectly scores "
-             "*lower* perplexity at 2L and 4L than at L; a rise means the positions beyond L hurt. "
-             "Verdict rule (headline claim only): reproduced when the 95% Welch interval of the sinusoidal - "
-             f"learned difference at L lies inside +-{EQUIV_TOL:.0%} of learned's perplexity; not reproduced "
-             "when it lies wholly outside; otherwise inconclusive.")
-    write_result(run_dir, "posenc", CLAIM, measurements, verdict, details=details, notes=notes, plots=plots)
+             "*lower* perplexity at 2L and 4L than at L; a rise means the positions beyond L hurt. The verdict "
+             "judges the headline claim only.")
+    write_result(run_dir, "posenc", CLAIM, measurements, smoke(verdict, name), details=details, notes=notes,
+                 plots=plots)
     return run_dir
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+
+
+def _check_encoding(encoding: str) -> None:
+    if encoding not in STUDY:
+        raise ValueError(f"encoding must be one of {STUDY}, got {encoding!r}")

@@ -3,8 +3,9 @@
 from paperzoo.registry import Paper, register
 
 from .model import SwinConfig, SwinForImageClassification, SwinModel
+from .vit import ViT, ViTConfig
 
-__all__ = ["SwinConfig", "SwinModel", "SwinForImageClassification"]
+__all__ = ["SwinConfig", "SwinModel", "SwinForImageClassification", "ViT", "ViTConfig"]
 
 register(Paper(
     name="swin",

@@ -18,34 +18,35 @@ from paperzoo.hf import register_converter
 
 from .model import SwinConfig, SwinForImageClassification, SwinModel
 
-__all__ = ["config_from_hf", "config_to_hf", "swin_from_hf", "swin_to_hf"]
+__all__ = ["CONFIG_NAMES", "config_from_hf", "config_to_hf", "swin_from_hf", "swin_to_hf"]
+
+
+# our SwinConfig field -> transformers.SwinConfig field (the only place HF's names appear)
+CONFIG_NAMES = {"image_size": "image_size", "patch_size": "patch_size", "in_channels": "num_channels",
+                "dim": "embed_dim", "depths": "depths", "num_heads": "num_heads", "window_size": "window_size",
+                "mlp_ratio": "mlp_ratio", "qkv_bias": "qkv_bias", "dropout": "hidden_dropout_prob",
+                "attn_dropout": "attention_probs_dropout_prob", "drop_path_rate": "drop_path_rate",
+                "ape": "use_absolute_embeddings", "norm_eps": "layer_norm_eps", "num_classes": "num_labels"}
 
 
 def config_from_hf(hf_config: Any, mask_padding: bool = False) -> SwinConfig:
     """Our :class:`SwinConfig` from a ``transformers.SwinConfig``."""
     if getattr(hf_config, "hidden_act", "gelu") != "gelu":
         raise ValueError(f"only hidden_act='gelu' is supported, got {hf_config.hidden_act!r}")
-    size = hf_config.image_size if isinstance(hf_config.image_size, int) else hf_config.image_size[0]
-    patch = hf_config.patch_size if isinstance(hf_config.patch_size, int) else hf_config.patch_size[0]
-    return SwinConfig(
-        image_size=size, patch_size=patch, in_channels=hf_config.num_channels, embed_dim=hf_config.embed_dim,
-        depths=tuple(hf_config.depths), num_heads=tuple(hf_config.num_heads), window_size=hf_config.window_size,
-        mlp_ratio=hf_config.mlp_ratio, qkv_bias=hf_config.qkv_bias, drop_rate=hf_config.hidden_dropout_prob,
-        attn_drop_rate=hf_config.attention_probs_dropout_prob, drop_path_rate=hf_config.drop_path_rate,
-        ape=hf_config.use_absolute_embeddings, layer_norm_eps=hf_config.layer_norm_eps,
-        num_classes=hf_config.num_labels, mask_padding=mask_padding)
+    kw = {ours: getattr(hf_config, theirs) for ours, theirs in CONFIG_NAMES.items()}
+    for k in ("image_size", "patch_size"):  # HF allows (h, w) pairs; ours are square
+        kw[k] = kw[k] if isinstance(kw[k], int) else kw[k][0]
+    return SwinConfig(**kw | {"depths": tuple(kw["depths"]), "num_heads": tuple(kw["num_heads"])},
+                      mask_padding=mask_padding)
 
 
 def config_to_hf(cfg: SwinConfig) -> Any:
     """A ``transformers.SwinConfig`` from ours."""
     from transformers import SwinConfig as HFSwinConfig
 
-    return HFSwinConfig(
-        image_size=cfg.image_size, patch_size=cfg.patch_size, num_channels=cfg.in_channels, embed_dim=cfg.embed_dim,
-        depths=list(cfg.depths), num_heads=list(cfg.num_heads), window_size=cfg.window_size,
-        mlp_ratio=cfg.mlp_ratio, qkv_bias=cfg.qkv_bias, hidden_dropout_prob=cfg.drop_rate,
-        attention_probs_dropout_prob=cfg.attn_drop_rate, drop_path_rate=cfg.drop_path_rate, hidden_act="gelu",
-        use_absolute_embeddings=cfg.ape, layer_norm_eps=cfg.layer_norm_eps, num_labels=max(cfg.num_classes, 1))
+    kw = {theirs: getattr(cfg, ours) for ours, theirs in CONFIG_NAMES.items()}
+    return HFSwinConfig(**kw | {"depths": list(cfg.depths), "num_heads": list(cfg.num_heads),
+                                "num_labels": max(cfg.num_classes, 1)}, hidden_act="gelu")
 
 
 def _key_map(hf_keys: set[str] | dict, cfg: SwinConfig, prefix: str) -> dict[str, tuple[str, ...]]:
@@ -76,8 +77,8 @@ def _key_map(hf_keys: set[str] | dict, cfg: SwinConfig, prefix: str) -> dict[str
                 if cfg.qkv_bias or kind == "weight":
                     km[f"{q}attn.qkv.{kind}"] = tuple(f"{p}{n}.{kind}" for n in qkv)
                 km.update({f"{q}{ours}.{kind}": (f"{p}{theirs}.{kind}",) for ours, theirs in names.items()})
-        if i < len(cfg.depths) - 1:
-            p, q = f"{prefix}encoder.layers.{i}.downsample.", f"stages.{i}.downsample."
+        if i > 0:  # HF merges at the end of stage i - 1; we merge at the start of stage i (the paper's Fig. 3)
+            p, q = f"{prefix}encoder.layers.{i - 1}.downsample.", f"stages.{i}.patch_merging."
             km.update({q + k: (p + k,) for k in ("reduction.weight", "norm.weight", "norm.bias")})
     return km
 

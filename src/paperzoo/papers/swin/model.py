@@ -37,8 +37,8 @@ from paperzoo.nn.ffn import FeedForward
 from paperzoo.nn.outputs import BaseModelOutput, ClassifierOutput
 from paperzoo.nn.transformer import DropPath
 
-__all__ = ["SwinConfig", "SwinModel", "SwinForImageClassification", "WindowAttention", "SwinBlock", "PatchMerging",
-           "window_partition", "window_reverse", "relative_position_index", "shift_window_mask",
+__all__ = ["SwinConfig", "SwinModel", "SwinForImageClassification", "SwinStage", "WindowAttention", "SwinBlock",
+           "PatchMerging", "window_partition", "window_reverse", "relative_position_index", "shift_window_mask",
            "interpolate_bias_table", "swin_flops"]
 
 
@@ -47,61 +47,55 @@ class SwinConfig:
     """Swin hyper-parameters (paper Table 7 / sec. 3.3). ``image_size`` only sizes the absolute position
     embedding (``ape``) and the reference FLOP count; the model accepts any input size.
 
-    ``mask_padding``: mask window padding (ours, default) or pad with zeros and attend to it (official, HF).
+    ``dim`` is the width C of the first stage (stage i has ``C * 2^i``); ``dropout`` applies to the embedding
+    and to both branches of every block, ``attn_dropout`` to the attention weights, ``drop_path_rate`` is the
+    stochastic-depth rate of the last block (growing linearly from 0). ``mask_padding``: mask window padding (ours,
+    default) or pad with zeros and attend to it (official, HF).
     """
 
     image_size: int = 224
     patch_size: int = 4
     in_channels: int = 3
-    embed_dim: int = 96
+    dim: int = 96
     depths: tuple[int, ...] = (2, 2, 6, 2)
     num_heads: tuple[int, ...] = (3, 6, 12, 24)
     window_size: int = 7
     mlp_ratio: float = 4.0
     qkv_bias: bool = True
-    drop_rate: float = 0.0
-    attn_drop_rate: float = 0.0
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
     drop_path_rate: float = 0.1
     ape: bool = False
-    layer_norm_eps: float = 1e-5
+    norm_eps: float = 1e-5
     num_classes: int = 1000
     mask_padding: bool = True
 
     def __post_init__(self):
-        if len(self.depths) != len(self.num_heads) or not self.depths:
-            raise ValueError(f"depths and num_heads must be non-empty and of equal length, got {self.depths} "
-                             f"and {self.num_heads}")
-        for i, h in enumerate(self.num_heads):
-            if (self.embed_dim * 2**i) % h:
-                raise ValueError(f"stage {i} width {self.embed_dim * 2**i} must be divisible by num_heads={h}")
-        for name in ("patch_size", "window_size", "embed_dim", "in_channels"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("drop_rate", "attn_drop_rate", "drop_path_rate"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        _check_config(self)
 
     @property
     def num_features(self) -> int:
-        """Width of the last stage, ``embed_dim * 2^(stages - 1)``."""
-        return self.embed_dim * 2 ** (len(self.depths) - 1)
+        """Width of the last stage, ``dim * 2^(stages - 1)``."""
+        return self.dim * 2 ** (len(self.depths) - 1)
 
     @classmethod
     def preset(cls, name: str, **overrides) -> SwinConfig:
-        """``tiny`` (CPU tests), ``cifar`` (32x32 images, patch 2, window 4), ``swin-t``/``-s``/``-b`` (paper)."""
+        """``tiny`` (CPU tests), ``small`` (the CIFAR-10 reproduction: 32x32 images, patch 2, window 4),
+        ``swin-t``/``-s``/``-b`` (the paper's sizes)."""
         if name not in PRESETS:
             raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
-        return dataclasses.replace(PRESETS[name], **overrides)
+        return cls(**{**PRESETS[name], **overrides})
 
 
-PRESETS: dict[str, SwinConfig] = {
-    "tiny": SwinConfig(image_size=32, patch_size=2, embed_dim=32, depths=(2, 2), num_heads=(2, 4), window_size=4,
-                       drop_path_rate=0.0, num_classes=10),
-    "cifar": SwinConfig(image_size=32, patch_size=2, embed_dim=64, depths=(2, 2, 4), num_heads=(2, 4, 8),
-                        window_size=4, drop_path_rate=0.1, num_classes=10),
-    "swin-t": SwinConfig(embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), drop_path_rate=0.2),
-    "swin-s": SwinConfig(embed_dim=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24), drop_path_rate=0.3),
-    "swin-b": SwinConfig(embed_dim=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), drop_path_rate=0.5),
+PRESETS: dict[str, dict] = {  # SwinConfig fields of each preset
+    "tiny": dict(image_size=32, patch_size=2, dim=32, depths=(2, 2), num_heads=(2, 4), window_size=4,
+                 drop_path_rate=0.0, num_classes=10),
+    # 1.33M parameters, 106M MACs at 32x32: matched to ViTConfig.preset("small")
+    "small": dict(image_size=32, patch_size=2, dim=64, depths=(2, 6), num_heads=(2, 4), window_size=4,
+                  drop_path_rate=0.1, num_classes=10),
+    "swin-t": dict(dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), drop_path_rate=0.2),
+    "swin-s": dict(dim=96, depths=(2, 2, 18, 2), num_heads=(3, 6, 12, 24), drop_path_rate=0.3),
+    "swin-b": dict(dim=128, depths=(2, 2, 18, 2), num_heads=(4, 8, 16, 32), drop_path_rate=0.5),
 }
 
 
@@ -221,11 +215,11 @@ class SwinBlock(nn.Module):
     def __init__(self, cfg: SwinConfig, dim: int, num_heads: int, shift: int, drop_path: float):
         super().__init__()
         self.window_size, self.shift = cfg.window_size, shift
-        self.norm1 = nn.LayerNorm(dim, eps=cfg.layer_norm_eps)
-        self.attn = WindowAttention(dim, num_heads, cfg.window_size, cfg.qkv_bias, cfg.attn_drop_rate)
-        self.norm2 = nn.LayerNorm(dim, eps=cfg.layer_norm_eps)
+        self.norm1 = nn.LayerNorm(dim, eps=cfg.norm_eps)
+        self.attn = WindowAttention(dim, num_heads, cfg.window_size, cfg.qkv_bias, cfg.attn_dropout)
+        self.norm2 = nn.LayerNorm(dim, eps=cfg.norm_eps)
         self.mlp = FeedForward(dim, int(dim * cfg.mlp_ratio), activation="gelu")
-        self.drop = nn.Dropout(cfg.drop_rate)
+        self.drop = nn.Dropout(cfg.dropout)
         self.drop_path = DropPath(drop_path)
 
     def window_and_shift(self, h: int, w: int) -> tuple[int, int]:
@@ -256,8 +250,8 @@ class SwinBlock(nn.Module):
         return y[:, :h, :w] if (hp, wp) != (h, w) else y
 
     def forward(self, x: Tensor, masks: MaskCache) -> Tensor:
-        x = x + self.drop_path(self.drop(self.attention(self.norm1(x), masks)))
-        return x + self.drop_path(self.drop(self.mlp(self.norm2(x))))
+        x = x + self.drop_path(self.drop(self.attention(self.norm1(x), masks)))  # z' = x + (S)W-MSA(LN(x))
+        return x + self.drop_path(self.drop(self.mlp(self.norm2(x))))  # x = z' + MLP(LN(z'))   (eq. 3)
 
 
 class MaskCache:
@@ -320,59 +314,68 @@ class PatchMerging(nn.Module):
 
 
 class SwinStage(nn.Module):
-    """``depth`` blocks alternating W-MSA and SW-MSA, then optional patch merging."""
+    """One stage of Fig. 3(a): patch merging (every stage but the first), then ``depth`` blocks alternating
+    W-MSA and SW-MSA. ``(B, H, W, C_in) -> (B, H', W', dim)`` with ``H' = ceil(H/2)``, ``dim = 2 C_in`` after a
+    merge; the first stage keeps its input map (the linear embedding precedes it in :class:`SwinModel`)."""
 
     def __init__(self, cfg: SwinConfig, dim: int, depth: int, num_heads: int, drop_paths: list[float],
-                 downsample: bool):
+                 merge: bool):
         super().__init__()
+        self.patch_merging = PatchMerging(dim // 2, cfg.norm_eps) if merge else None
         self.blocks = nn.ModuleList(SwinBlock(cfg, dim, num_heads, 0 if i % 2 == 0 else cfg.window_size // 2,
                                               drop_paths[i]) for i in range(depth))
-        self.downsample = PatchMerging(dim, cfg.layer_norm_eps) if downsample else None
+
+    def forward(self, x: Tensor, masks: MaskCache) -> Tensor:
+        if self.patch_merging is not None:
+            x = self.patch_merging(x)  # (B, H, W, C) -> (B, H/2, W/2, 2C)
+        for block in self.blocks:  # W-MSA, SW-MSA, W-MSA, ...
+            x = block(x, masks)
+        return x
 
 
 class SwinModel(nn.Module):
     """Swin backbone. ``pixel_values (B, C_in, H, W)`` of any size ->
     ``last_hidden_state (B, ceil(H/32) * ceil(W/32), 8C)`` (final LayerNorm) and ``pooler_output (B, 8C)``
-    (mean over tokens). :meth:`features` returns the four stage maps at strides 4/8/16/32 for dense tasks."""
+    (mean over tokens); ``hidden_states`` (with ``output_hidden_states``): the embedded map and each stage's
+    output, ``(B, H_i, W_i, C_i)``. :meth:`features` returns the stage maps at strides 4/8/16/32 for dense tasks."""
 
-    def __init__(self, cfg: SwinConfig):
+    config_class = SwinConfig
+
+    def __init__(self, config: SwinConfig):
         super().__init__()
-        self.config = cfg
-        self.patch_embed = nn.Conv2d(cfg.in_channels, cfg.embed_dim, cfg.patch_size, cfg.patch_size)
-        self.patch_norm = nn.LayerNorm(cfg.embed_dim, eps=1e-5)
-        g = cfg.image_size // cfg.patch_size
-        self.pos_embed = nn.Parameter(torch.zeros(1, g, g, cfg.embed_dim)) if cfg.ape else None
+        self.config = config
+        c = config.dim
+        self.patch_embed = nn.Conv2d(config.in_channels, c, config.patch_size, config.patch_size)
+        self.patch_norm = nn.LayerNorm(c, eps=1e-5)
+        g = config.image_size // config.patch_size
+        self.pos_embed = nn.Parameter(torch.zeros(1, g, g, c)) if config.ape else None
         if self.pos_embed is not None:
             nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        self.pos_drop = nn.Dropout(cfg.drop_rate)
-        total = sum(cfg.depths)
-        dpr = [cfg.drop_path_rate * i / max(total - 1, 1) for i in range(total)]
-        starts = [sum(cfg.depths[:i]) for i in range(len(cfg.depths))]
+        self.pos_drop = nn.Dropout(config.dropout)
+        total = sum(config.depths)
+        dpr = [config.drop_path_rate * i / max(total - 1, 1) for i in range(total)]
+        starts = [sum(config.depths[:i]) for i in range(len(config.depths))]
         self.stages = nn.ModuleList(
-            SwinStage(cfg, cfg.embed_dim * 2**i, d, cfg.num_heads[i], dpr[starts[i]:starts[i] + d],
-                      downsample=i < len(cfg.depths) - 1) for i, d in enumerate(cfg.depths))
-        self.norm = nn.LayerNorm(cfg.num_features, eps=cfg.layer_norm_eps)
-        self.masks = MaskCache(cfg.mask_padding)
+            SwinStage(config, c * 2**i, d, config.num_heads[i], dpr[starts[i]:starts[i] + d], merge=i > 0)
+            for i, d in enumerate(config.depths))
+        self.norm = nn.LayerNorm(config.num_features, eps=config.norm_eps)
+        self.masks = MaskCache(config.mask_padding)
         self.apply(_init_weights)
 
-    def _check(self, pixel_values: Tensor) -> None:
-        if not isinstance(pixel_values, Tensor) or pixel_values.ndim != 4:
-            raise ValueError(f"pixel_values must be a 4-D tensor (batch, {self.config.in_channels}, height, width), "
-                             f"got {getattr(pixel_values, 'shape', type(pixel_values))}")
-        if pixel_values.shape[1] != self.config.in_channels:
-            raise ValueError(f"pixel_values must have {self.config.in_channels} channels (dim 1), got shape "
-                             f"{tuple(pixel_values.shape)}")
-        if not pixel_values.is_floating_point():
-            raise ValueError(f"pixel_values must be floating point, got {pixel_values.dtype}")
+    @staticmethod
+    def example_inputs(config: SwinConfig, batch: int = 2) -> dict[str, Tensor]:
+        """``{"pixel_values": (batch, in_channels, image_size, image_size)}`` of standard normal noise."""
+        return {"pixel_values": torch.randn(batch, config.in_channels, config.image_size, config.image_size)}
 
     def embed(self, pixel_values: Tensor) -> Tensor:
-        """Patch embedding (image zero-padded to a multiple of the patch) -> ``(B, H/p, W/p, C)``."""
-        self._check(pixel_values)
+        """Patch partition + linear embedding (sec. 3.1; image zero-padded to a multiple of the patch)
+        -> ``(B, H/p, W/p, C)``."""
+        _check_pixel_values(pixel_values, self.config.in_channels)
         p = self.config.patch_size
         h, w = pixel_values.shape[-2:]
         if h % p or w % p:
             pixel_values = F.pad(pixel_values, (0, -w % p, 0, -h % p))
-        x = self.patch_norm(rearrange(self.patch_embed(pixel_values), "b c h w -> b h w c"))
+        x = self.patch_norm(rearrange(self.patch_embed(pixel_values), "b c h w -> b h w c"))  # (B, H/p, W/p, C)
         if self.pos_embed is not None:
             pos = self.pos_embed
             if pos.shape[1:3] != x.shape[1:3]:
@@ -382,30 +385,21 @@ class SwinModel(nn.Module):
         return self.pos_drop(x)
 
     def features(self, pixel_values: Tensor) -> list[Tensor]:
-        """Backbone API: each stage's output before merging, ``(B, C * 2^i, H / (p * 2^i), W / (p * 2^i))``
-        (strides 4, 8, 16, 32 with ``p = 4``; sizes rounded up)."""
+        """Backbone API: each stage's output, ``(B, C * 2^i, H / (p * 2^i), W / (p * 2^i))`` (strides 4, 8, 16,
+        32 with ``p = 4``; sizes rounded up)."""
         outs, x = [], self.embed(pixel_values)
         for stage in self.stages:
-            x = self._run_blocks(stage, x)
+            x = stage(x, self.masks)
             outs.append(rearrange(x, "b h w c -> b c h w"))
-            if stage.downsample is not None:
-                x = stage.downsample(x)
         return outs
 
-    def _run_blocks(self, stage: SwinStage, x: Tensor) -> Tensor:
-        for block in stage.blocks:
-            x = block(x, self.masks)
-        return x
-
     def forward(self, pixel_values: Tensor, output_hidden_states: bool = False, **_) -> BaseModelOutput:
-        x = self.embed(pixel_values)
+        x = self.embed(pixel_values)  # (B, H/4, W/4, C)
         hidden = [x]
-        for stage in self.stages:
-            x = self._run_blocks(stage, x)
-            if stage.downsample is not None:
-                x = stage.downsample(x)
+        for stage in self.stages:  # strides 4, 8, 16, 32; widths C, 2C, 4C, 8C
+            x = stage(x, self.masks)
             hidden.append(x)
-        x = self.norm(rearrange(x, "b h w c -> b (h w) c"))
+        x = self.norm(rearrange(x, "b h w c -> b (h w) c"))  # (B, tokens, 8C)
         return BaseModelOutput(last_hidden_state=x, pooler_output=x.mean(1),
                                hidden_states=tuple(hidden) if output_hidden_states else None)
 
@@ -431,19 +425,21 @@ class SwinForImageClassification(nn.Module):
     """Swin backbone + linear head on the mean-pooled last stage: ``pixel_values -> logits (B, classes)``;
     ``labels (B,)`` adds the cross-entropy ``loss``."""
 
-    def __init__(self, cfg: SwinConfig):
+    config_class = SwinConfig
+    example_inputs = SwinModel.example_inputs
+
+    def __init__(self, config: SwinConfig):
         super().__init__()
-        self.config = cfg
-        self.swin = SwinModel(cfg)
-        self.head = nn.Linear(cfg.num_features, cfg.num_classes) if cfg.num_classes > 0 else nn.Identity()
+        self.config = config
+        self.swin = SwinModel(config)
+        self.head = nn.Linear(config.num_features, config.num_classes) if config.num_classes > 0 else nn.Identity()
         _init_weights(self.head)
 
     def forward(self, pixel_values: Tensor, labels: Tensor | None = None, **_) -> ClassifierOutput:
-        logits = self.head(self.swin(pixel_values).pooler_output)
+        logits = self.head(self.swin(pixel_values).pooler_output)  # (B, classes)
         loss = None
         if labels is not None:
-            if labels.ndim != 1 or labels.shape[0] != logits.shape[0]:
-                raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
+            _check_labels(labels, logits.shape[0])
             loss = F.cross_entropy(logits, labels)
         return ClassifierOutput(loss=loss, logits=logits)
 
@@ -462,7 +458,7 @@ def swin_flops(cfg: SwinConfig, height: int, width: int) -> int:
     """Forward multiply-adds of the Swin backbone + head on one ``height x width`` image (the paper's "FLOPs",
     counted as MACs like the official code): patch embedding, qkv/proj, attention ``2 N^2 C`` per window, MLP,
     patch merging, head. Norms, softmax and biases are ignored."""
-    p, c = cfg.patch_size, cfg.embed_dim
+    p, c = cfg.patch_size, cfg.dim
     h, w = math.ceil(height / p), math.ceil(width / p)
     total = h * w * c * cfg.in_channels * p * p
     for i, depth in enumerate(cfg.depths):
@@ -477,3 +473,36 @@ def swin_flops(cfg: SwinConfig, height: int, width: int) -> int:
             h, w = math.ceil(h / 2), math.ceil(w / 2)
             total += h * w * 4 * dim * 2 * dim
     return total + cfg.num_features * cfg.num_classes
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+
+
+def _check_config(cfg: SwinConfig) -> None:
+    if len(cfg.depths) != len(cfg.num_heads) or not cfg.depths:
+        raise ValueError(f"depths and num_heads must be non-empty and of equal length, got {cfg.depths} "
+                         f"and {cfg.num_heads}")
+    for i, h in enumerate(cfg.num_heads):
+        if (cfg.dim * 2**i) % h:
+            raise ValueError(f"stage {i} width {cfg.dim * 2**i} must be divisible by num_heads={h}")
+    for name in ("patch_size", "window_size", "dim", "in_channels"):
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(cfg, name)}")
+    for name in ("dropout", "attn_dropout", "drop_path_rate"):
+        if not 0.0 <= getattr(cfg, name) < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {getattr(cfg, name)}")
+
+
+def _check_pixel_values(pixel_values: Tensor, channels: int) -> None:
+    if not isinstance(pixel_values, Tensor) or pixel_values.ndim != 4:
+        raise ValueError(f"pixel_values must be a 4-D tensor (batch, {channels}, height, width), "
+                         f"got {getattr(pixel_values, 'shape', type(pixel_values))}")
+    if pixel_values.shape[1] != channels:
+        raise ValueError(f"pixel_values must have {channels} channels (dim 1), got shape {tuple(pixel_values.shape)}")
+    if not pixel_values.is_floating_point():
+        raise ValueError(f"pixel_values must be floating point, got {pixel_values.dtype}")
+
+
+def _check_labels(labels: Tensor, batch: int) -> None:
+    if labels.ndim != 1 or labels.shape[0] != batch:
+        raise ValueError(f"labels must have shape ({batch},), got {tuple(labels.shape)}")

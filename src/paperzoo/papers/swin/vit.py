@@ -21,6 +21,8 @@ from torch import Tensor, nn
 from paperzoo.nn.outputs import BaseModelOutput, ClassifierOutput
 from paperzoo.nn.transformer import TransformerConfig, TransformerEncoder
 
+from .model import _check_labels, _check_pixel_values
+
 __all__ = ["ViTConfig", "ViT", "vit_flops"]
 
 
@@ -32,27 +34,26 @@ class ViTConfig:
     patch_size: int = 2
     in_channels: int = 3
     dim: int = 128
-    depth: int = 6
+    num_layers: int = 6
     num_heads: int = 4
     mlp_ratio: float = 4.0
     drop_path_rate: float = 0.1
     dropout: float = 0.0
     pool: str = "mean"
     num_classes: int = 10
-    layer_norm_eps: float = 1e-5
+    norm_eps: float = 1e-5
 
     def __post_init__(self):
-        if self.pool not in ("mean", "cls"):
-            raise ValueError(f"pool must be 'mean' or 'cls', got {self.pool!r}")
-        if self.dim % self.num_heads:
-            raise ValueError(f"dim ({self.dim}) must be divisible by num_heads ({self.num_heads})")
+        _check_config(self)
 
     @classmethod
     def preset(cls, name: str, **overrides) -> ViTConfig:
-        """``tiny`` (tests), ``cifar`` (param/FLOP-matched to Swin's ``cifar`` preset), ``vit-s`` (ViT-S/16)."""
-        presets = {"tiny": cls(dim=32, depth=2, num_heads=2, drop_path_rate=0.0),
-                   "cifar": cls(dim=192, depth=6, num_heads=6, patch_size=2),
-                   "vit-s": cls(image_size=224, patch_size=16, dim=384, depth=12, num_heads=6, num_classes=1000)}
+        """``tiny`` (tests), ``small`` (the CIFAR-10 reproduction: 1.40M parameters, 96M MACs at 32x32, matched to
+        ``SwinConfig.preset("small")``), ``vit-s`` (ViT-S/16)."""
+        presets = {"tiny": cls(dim=32, num_layers=2, num_heads=2, drop_path_rate=0.0),
+                   "small": cls(patch_size=4, dim=128, num_layers=7, num_heads=4, drop_path_rate=0.1),
+                   "vit-s": cls(image_size=224, patch_size=16, dim=384, num_layers=12, num_heads=6,
+                                num_classes=1000)}
         if name not in presets:
             raise ValueError(f"preset must be one of {sorted(presets)}, got {name!r}")
         return dataclasses.replace(presets[name], **overrides)
@@ -62,32 +63,36 @@ class ViT(nn.Module):
     """Vision Transformer classifier; ``forward(pixel_values, labels=None) -> ClassifierOutput`` and
     :meth:`encode` ``-> BaseModelOutput`` with ``last_hidden_state (B, tokens, dim)``."""
 
-    def __init__(self, cfg: ViTConfig):
+    config_class = ViTConfig
+
+    def __init__(self, config: ViTConfig):
         super().__init__()
-        self.config = cfg
+        self.config = cfg = config
         self.patch_embed = nn.Conv2d(cfg.in_channels, cfg.dim, cfg.patch_size, cfg.patch_size)
         g = cfg.image_size // cfg.patch_size
         self.pos_embed = nn.Parameter(torch.randn(1, g, g, cfg.dim) * 0.02)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.pool == "cls" else None
         self.encoder = TransformerEncoder(TransformerConfig(
-            dim=cfg.dim, depth=cfg.depth, num_heads=cfg.num_heads, ffn_dim=int(cfg.dim * cfg.mlp_ratio),
-            norm_eps=cfg.layer_norm_eps, prenorm=True, dropout=cfg.dropout, drop_path=cfg.drop_path_rate))
+            dim=cfg.dim, depth=cfg.num_layers, num_heads=cfg.num_heads, ffn_dim=int(cfg.dim * cfg.mlp_ratio),
+            norm_eps=cfg.norm_eps, prenorm=True, dropout=cfg.dropout, drop_path=cfg.drop_path_rate))
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 nn.init.trunc_normal_(m.weight, std=0.02)
                 nn.init.zeros_(m.bias)
 
+    @staticmethod
+    def example_inputs(config: ViTConfig, batch: int = 2) -> dict[str, Tensor]:
+        """``{"pixel_values": (batch, in_channels, image_size, image_size)}`` of standard normal noise."""
+        return {"pixel_values": torch.randn(batch, config.in_channels, config.image_size, config.image_size)}
+
     def encode(self, pixel_values: Tensor) -> BaseModelOutput:
-        cfg = self.config
-        if pixel_values.ndim != 4 or pixel_values.shape[1] != cfg.in_channels or not pixel_values.is_floating_point():
-            raise ValueError(f"pixel_values must be a float tensor (batch, {cfg.in_channels}, height, width), got "
-                             f"{tuple(pixel_values.shape)} {pixel_values.dtype}")
-        p = cfg.patch_size
+        _check_pixel_values(pixel_values, self.config.in_channels)
+        p = self.config.patch_size
         h, w = pixel_values.shape[-2:]
         if h % p or w % p:
             pixel_values = F.pad(pixel_values, (0, -w % p, 0, -h % p))
-        x = rearrange(self.patch_embed(pixel_values), "b c h w -> b h w c")
+        x = rearrange(self.patch_embed(pixel_values), "b c h w -> b h w c")  # (B, H/p, W/p, dim)
         pos = self.pos_embed
         if pos.shape[1:3] != x.shape[1:3]:
             pos = rearrange(F.interpolate(rearrange(pos, "1 h w c -> 1 c h w"), size=x.shape[1:3], mode="bicubic",
@@ -95,7 +100,7 @@ class ViT(nn.Module):
         x = rearrange(x + pos, "b h w c -> b (h w) c")
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], 1)
-        x = self.encoder(x).last_hidden_state
+        x = self.encoder(x).last_hidden_state  # (B, tokens, dim): global attention, cost ~ tokens^2
         pooled = x[:, 0] if self.cls_token is not None else x.mean(1)
         return BaseModelOutput(last_hidden_state=x, pooler_output=pooled)
 
@@ -103,8 +108,7 @@ class ViT(nn.Module):
         logits = self.head(self.encode(pixel_values).pooler_output)
         loss = None
         if labels is not None:
-            if labels.ndim != 1 or labels.shape[0] != logits.shape[0]:
-                raise ValueError(f"labels must have shape ({logits.shape[0]},), got {tuple(labels.shape)}")
+            _check_labels(labels, logits.shape[0])
             loss = F.cross_entropy(logits, labels)
         return ClassifierOutput(loss=loss, logits=logits)
 
@@ -116,4 +120,14 @@ def vit_flops(cfg: ViTConfig, height: int, width: int) -> int:
     n = math.ceil(height / p) * math.ceil(width / p) + (cfg.pool == "cls")
     hidden = int(c * cfg.mlp_ratio)
     block = 4 * n * c * c + 2 * n * n * c + 2 * n * c * hidden
-    return n * c * cfg.in_channels * p * p + cfg.depth * block + c * cfg.num_classes
+    return n * c * cfg.in_channels * p * p + cfg.num_layers * block + c * cfg.num_classes
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+
+
+def _check_config(cfg: ViTConfig) -> None:
+    if cfg.pool not in ("mean", "cls"):
+        raise ValueError(f"pool must be 'mean' or 'cls', got {cfg.pool!r}")
+    if cfg.dim % cfg.num_heads:
+        raise ValueError(f"dim ({cfg.dim}) must be divisible by num_heads ({cfg.num_heads})")

@@ -1,6 +1,10 @@
 """Switch Transformers (Fedus, Zoph & Shazeer, 2021): top-1 routed expert FFNs at equal FLOPs per token."""
 
+from paperzoo.papers.switch.model import SwitchLM, SwitchLMConfig
+from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 from paperzoo.registry import Paper, register
+
+__all__ = ["SwitchLM", "SwitchLMConfig", "SwitchMoE", "SwitchMoEConfig"]
 
 register(Paper(
     name="switch",
@@ -17,5 +21,5 @@ register(Paper(
         "The load-balancing loss keeps expert load near uniform; without it, load collapses onto few experts.",
         "Raising the capacity factor lowers the fraction of dropped tokens (1.0 > 1.25 > 2.0).",
     ),
-    presets=("tiny", "mini", "small", "full"),
+    presets=("tiny", "mini", "small", "medium"),
 ))

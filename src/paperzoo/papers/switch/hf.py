@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from paperzoo.hf import register_converter
-from paperzoo.papers.switch.moe import Router, SwitchMoE
+from paperzoo.papers.switch.moe import Router, SwitchMoE, SwitchMoEConfig
 
 _HF_ACT_CLASS = {"ReLU": "relu", "GELUActivation": "gelu", "NewGELUActivation": "gelu_tanh", "GELUTanh": "gelu_tanh",
                  "SiLUActivation": "silu", "SiLU": "silu"}
@@ -40,8 +40,10 @@ def from_hf(hf_mlp: Any) -> SwitchMoE:
     r, experts = hf_mlp.router, hf_mlp.experts
     e0 = experts["expert_0"]
     E, (F_, D) = r.num_experts, e0.wi.weight.shape
-    moe = SwitchMoE(D, F_, E, k=1, capacity=int(r.expert_capacity), min_capacity=0, jitter_eps=float(r.jitter_noise),
-                    expert_dropout=float(e0.dropout.p), activation=_hf_act_name(e0), route_per_sequence=True)
+    moe = SwitchMoE(SwitchMoEConfig(dim=D, ffn_dim=F_, num_experts=E, k=1, capacity=int(r.expert_capacity),
+                                    min_capacity=0, jitter_eps=float(r.jitter_noise),
+                                    expert_dropout=float(e0.dropout.p), activation=_hf_act_name(e0),
+                                    route_per_sequence=True))
     moe.router = router_from_hf(r)
     with torch.no_grad():
         moe.w1.copy_(torch.stack([experts[f"expert_{i}"].wi.weight.T for i in range(E)]))
@@ -58,21 +60,22 @@ def _hf_act_name(dense: Any) -> str:
 
 
 def to_hf(moe: SwitchMoE) -> Any:
-    """:class:`SwitchMoE` -> ``SwitchTransformersSparseMLP``. HF needs a fixed integer capacity: ``moe.capacity``
+    """:class:`SwitchMoE` -> ``SwitchTransformersSparseMLP``. HF needs a fixed integer capacity: ``config.capacity``
     when set, else the eval capacity of one 512-token sequence; HF always routes per sequence and top-1."""
     from transformers import SwitchTransformersConfig
     from transformers.models.switch_transformers.modeling_switch_transformers import SwitchTransformersSparseMLP
 
-    if moe.k != 1 or moe.group is not None or moe.b1 is not None:
+    c = moe.config
+    if c.k != 1 or moe.group is not None or moe.b1 is not None:
         raise ValueError("to_hf needs a single-process top-1 SwitchMoE without expert biases (HF's layer)")
-    cap = moe.capacity if moe.capacity is not None else moe.current_capacity(512)
-    cfg = SwitchTransformersConfig(d_model=moe.dim, d_ff=moe.hidden, num_experts=moe.num_experts,
+    cap = c.capacity if c.capacity is not None else moe.current_capacity(512)
+    cfg = SwitchTransformersConfig(d_model=c.dim, d_ff=c.ffn_dim, num_experts=c.num_experts,
                                    expert_capacity=cap, router_jitter_noise=moe.router.jitter_eps,
-                                   dense_act_fn=_TO_HF_ACT[moe.activation], dropout_rate=moe.expert_dropout)
+                                   dense_act_fn=_TO_HF_ACT[c.activation], dropout_rate=c.expert_dropout)
     hf = SwitchTransformersSparseMLP(cfg)
     with torch.no_grad():
         hf.router.classifier.weight.copy_(moe.router.weight)
-        for i in range(moe.num_experts):
+        for i in range(c.num_experts):
             hf.experts[f"expert_{i}"].wi.weight.copy_(moe.w1[i].T)
             hf.experts[f"expert_{i}"].wo.weight.copy_(moe.w2[i].T)
     hf.train(moe.training)

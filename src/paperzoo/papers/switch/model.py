@@ -20,7 +20,7 @@ from torch import nn
 
 from paperzoo.nn.outputs import ModelOutput
 from paperzoo.nn.transformer import TransformerConfig, TransformerEncoder
-from paperzoo.papers.switch.moe import SwitchMoE
+from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,13 @@ class SwitchLMConfig:
     """A Switch (``num_experts > 0``) or dense (``num_experts = 0``) causal LM.
 
     ``moe_every``: a Switch FFN in layers ``i`` with ``i % moe_every == moe_every - 1`` (2: every other, the
-    paper's choice). Capacity factors, jitter, expert dropout and init scale as in :class:`SwitchMoE`.
+    paper's choice). Capacity factors, jitter, expert dropout and init scale as in
+    :class:`~paperzoo.papers.switch.moe.SwitchMoEConfig`.
     """
 
     vocab_size: int = 8192
     dim: int = 256
-    depth: int = 4
+    num_layers: int = 4
     num_heads: int = 4
     ffn_dim: int = 1024
     max_len: int = 512
@@ -52,22 +53,15 @@ class SwitchLMConfig:
     activation: str = "relu"
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "dim", "depth", "num_heads", "ffn_dim", "max_len", "moe_every", "k"):
-            v = getattr(self, name)
-            if type(v) is not int or v < 1:
-                raise ValueError(f"SwitchLMConfig.{name} must be a positive int, got {v!r}")
-        if type(self.num_experts) is not int or self.num_experts < 0:
-            raise ValueError(f"SwitchLMConfig.num_experts must be an int >= 0 (0 = dense), got {self.num_experts!r}")
-        if self.dim % self.num_heads:
-            raise ValueError(f"SwitchLMConfig.dim ({self.dim}) must be divisible by num_heads ({self.num_heads})")
+        _check_config(self)
 
     @classmethod
     def preset(cls, name: str, **overrides) -> SwitchLMConfig:
-        """``tiny`` (tests, seconds on CPU), ``compact`` (the CPU reproduction) or ``small`` (the ``full`` recipe);
-        keyword overrides on top."""
+        """``tiny`` (tests, seconds on CPU), ``small`` (the committed CPU reproduction, d 128) or ``medium``
+        (d 256, the recipe's ``medium`` preset); keyword overrides on top."""
         if name not in PRESETS:
             raise ValueError(f"preset must be one of {sorted(PRESETS)}, got {name!r}")
-        return dataclasses.replace(PRESETS[name], **overrides)
+        return cls(**{**PRESETS[name], **overrides})
 
     def dense(self) -> SwitchLMConfig:
         """The FLOP-matched dense baseline of this config."""
@@ -76,14 +70,22 @@ class SwitchLMConfig:
     def is_switch_layer(self, i: int) -> bool:
         return self.num_experts > 0 and i % self.moe_every == self.moe_every - 1
 
+    def moe(self) -> SwitchMoEConfig:
+        """The config of this model's Switch FFN layers (each expert the size of the dense FFN)."""
+        return SwitchMoEConfig(dim=self.dim, ffn_dim=self.ffn_dim, num_experts=self.num_experts, k=self.k,
+                               capacity_factor=self.capacity_factor, eval_capacity_factor=self.eval_capacity_factor,
+                               min_capacity=self.min_capacity, jitter_eps=self.jitter_eps,
+                               expert_dropout=self.expert_dropout, activation=self.activation,
+                               init_scale=self.init_scale)
+
 
 PRESETS = {
-    "tiny": SwitchLMConfig(vocab_size=512, dim=64, depth=2, num_heads=2, ffn_dim=128, max_len=128, num_experts=4,
-                           dropout=0.0),
-    "compact": SwitchLMConfig(vocab_size=4096, dim=128, depth=4, num_heads=4, ffn_dim=512, max_len=256, num_experts=8,
-                              dropout=0.1),
-    "small": SwitchLMConfig(vocab_size=8192, dim=256, depth=4, num_heads=4, ffn_dim=1024, max_len=256, num_experts=8,
-                            dropout=0.1),
+    "tiny": dict(vocab_size=512, dim=64, num_layers=2, num_heads=2, ffn_dim=128, max_len=128, num_experts=4,
+                 dropout=0.0),
+    "small": dict(vocab_size=4096, dim=128, num_layers=4, num_heads=4, ffn_dim=512, max_len=256, num_experts=8,
+                  dropout=0.1),
+    "medium": dict(vocab_size=8192, dim=256, num_layers=4, num_heads=4, ffn_dim=1024, max_len=256, num_experts=8,
+                   dropout=0.1),
 }
 
 
@@ -102,34 +104,34 @@ class SwitchLMOutput(ModelOutput):
 class SwitchLM(nn.Module):
     """``forward(input_ids (batch, seq), labels=None)``; labels are the inputs (shifted inside, -100 ignored)."""
 
-    def __init__(self, cfg: SwitchLMConfig):
+    config_class = SwitchLMConfig
+
+    def __init__(self, config: SwitchLMConfig):
         super().__init__()
-        self.cfg = cfg
-        tcfg = TransformerConfig(dim=cfg.dim, depth=cfg.depth, num_heads=cfg.num_heads, ffn_dim=cfg.ffn_dim,
-                                 activation=cfg.activation, norm="rmsnorm", prenorm=True, dropout=cfg.dropout,
-                                 bias=False, position="rotary", max_len=cfg.max_len, causal=True)
-        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.config = c = config
+        tcfg = TransformerConfig(dim=c.dim, depth=c.num_layers, num_heads=c.num_heads, ffn_dim=c.ffn_dim,
+                                 activation=c.activation, norm="rmsnorm", prenorm=True, dropout=c.dropout,
+                                 bias=False, position="rotary", max_len=c.max_len, causal=True)
+        self.embed = nn.Embedding(c.vocab_size, c.dim)
         self.encoder = TransformerEncoder(tcfg, make_ffn=self._make_ffn)
         self.reset_parameters()
 
+    @classmethod
+    def example_inputs(cls, config: SwitchLMConfig, batch: int = 2) -> dict[str, torch.Tensor]:
+        return {"input_ids": torch.randint(0, config.vocab_size, (batch, 16))}
+
     def _make_ffn(self, i: int) -> nn.Module | None:
-        cfg = self.cfg
-        if not cfg.is_switch_layer(i):
-            return None
-        return SwitchMoE(cfg.dim, cfg.ffn_dim, cfg.num_experts, k=cfg.k, capacity_factor=cfg.capacity_factor,
-                         eval_capacity_factor=cfg.eval_capacity_factor, min_capacity=cfg.min_capacity,
-                         jitter_eps=cfg.jitter_eps, expert_dropout=cfg.expert_dropout, activation=cfg.activation,
-                         init_scale=cfg.init_scale)
+        return SwitchMoE(self.config.moe()) if self.config.is_switch_layer(i) else None
 
     def reset_parameters(self) -> None:
-        s = self.cfg.init_scale
+        s = self.config.init_scale
         for m in self.modules():
             if isinstance(m, nn.Linear):
                 std = math.sqrt(s / m.in_features)
                 nn.init.trunc_normal_(m.weight, std=std, a=-2 * std, b=2 * std)
             elif isinstance(m, SwitchMoE):
                 m.reset_parameters()
-        std = math.sqrt(s / self.cfg.dim)
+        std = math.sqrt(s / self.config.dim)
         nn.init.trunc_normal_(self.embed.weight, std=std, a=-2 * std, b=2 * std)
 
     def num_parameters(self, per_token: bool = False) -> int:
@@ -138,25 +140,45 @@ class SwitchLM(nn.Module):
         if per_token:
             for m in self.modules():
                 if isinstance(m, SwitchMoE):
-                    n -= (m.w1.numel() + m.w2.numel()) * (m.num_local_experts - m.k) // m.num_local_experts
+                    n -= (m.w1.numel() + m.w2.numel()) * (m.num_local_experts - m.config.k) // m.num_local_experts
         return n
 
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> SwitchLMOutput:
-        if input_ids.dim() != 2 or input_ids.dtype != torch.long:
-            raise ValueError(f"input_ids must be a (batch, seq) long tensor, got {tuple(input_ids.shape)} "
-                             f"{input_ids.dtype}")
-        if input_ids.shape[1] > self.cfg.max_len:
-            raise ValueError(f"sequence length must be <= max_len={self.cfg.max_len}, got {input_ids.shape[1]}")
-        out = self.encoder(self.embed(input_ids))
-        logits = F.linear(out.last_hidden_state, self.embed.weight)
+        _check_input_ids(input_ids, self.config.max_len)
+        out = self.encoder(self.embed(input_ids))  # (batch, seq, dim); aux: one dict per Switch layer
+        logits = F.linear(out.last_hidden_state, self.embed.weight)  # tied embeddings, (batch, seq, vocab)
         router = tuple(a for a in (out.aux or ()) if a)
         if labels is None:
             return SwitchLMOutput(logits=logits, router=router or None)
-        if labels.shape != input_ids.shape:
-            raise ValueError(f"labels must have shape {tuple(input_ids.shape)}, got {tuple(labels.shape)}")
+        _check_labels(labels, input_ids)
         lm = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
-                             ignore_index=-100)
+                             ignore_index=-100)  # next-token loss
         aux = logits.new_zeros(())
-        for a in router:
-            aux = aux + self.cfg.balance_coef * a["balance_loss"] + self.cfg.z_loss_coef * a["z_loss"]
+        for a in router:  # sec. 2.2: alpha * balance loss (eq. 4) per layer, summed; no mixing across layers
+            aux = aux + self.config.balance_coef * a["balance_loss"] + self.config.z_loss_coef * a["z_loss"]
         return SwitchLMOutput(lm + aux, logits, lm, aux, router or None)
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+def _check_config(c: SwitchLMConfig) -> None:
+    for name in ("vocab_size", "dim", "num_layers", "num_heads", "ffn_dim", "max_len", "moe_every", "k"):
+        v = getattr(c, name)
+        if type(v) is not int or v < 1:
+            raise ValueError(f"SwitchLMConfig.{name} must be a positive int, got {v!r}")
+    if type(c.num_experts) is not int or c.num_experts < 0:
+        raise ValueError(f"SwitchLMConfig.num_experts must be an int >= 0 (0 = dense), got {c.num_experts!r}")
+    if c.dim % c.num_heads:
+        raise ValueError(f"SwitchLMConfig.dim ({c.dim}) must be divisible by num_heads ({c.num_heads})")
+
+
+def _check_input_ids(input_ids: torch.Tensor, max_len: int) -> None:
+    if input_ids.dim() != 2 or input_ids.dtype != torch.long:
+        raise ValueError(f"input_ids must be a (batch, seq) long tensor, got {tuple(input_ids.shape)} "
+                         f"{input_ids.dtype}")
+    if input_ids.shape[1] > max_len:
+        raise ValueError(f"sequence length must be <= max_len={max_len}, got {input_ids.shape[1]}")
+
+
+def _check_labels(labels: torch.Tensor, input_ids: torch.Tensor) -> None:
+    if labels.shape != input_ids.shape:
+        raise ValueError(f"labels must have shape {tuple(input_ids.shape)}, got {tuple(labels.shape)}")

@@ -13,7 +13,6 @@ Verdict: the paired per-seed difference "dense ppl - Switch-E ppl" (smallest E) 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,52 +22,60 @@ import torch
 from torch.utils.data import TensorDataset
 
 from paperzoo.papers.switch.model import SwitchLM, SwitchLMConfig
+from paperzoo.recipes import Job, Paired, Preset, Results, run_jobs, smoke, start
+from paperzoo.train import TrainConfig
 
+PAPER = "switch"
 EOS = "<|endoftext|>"
 CLAIM = ("At equal FLOPs per token and equal training steps, a Switch Transformer LM reaches a lower validation "
          "perplexity than its dense baseline and reaches the dense model's final perplexity in fewer steps "
          "(Fedus et al. 2021, Fig. 1/4: up to 7x step speedup at scale).")
 
 
-@dataclass(frozen=True)
-class RecipeConfig:
-    """The whole reproduction; presets ``tiny`` (smoke test, ~a minute on CPU), ``mini`` (3 seeds of a 64-d model,
-    minutes), ``small`` (the CPU reproduction: a 128-d model, ~2 h with ``--workers 2``) and ``full`` (the 256-d
-    model for 2000 steps: ~15-20 CPU hours, or a GPU). The defaults are ``full``'s."""
+@dataclass(frozen=True, kw_only=True)
+class SwitchPreset(Preset):
+    """``model``: the Switch LM of the main runs; its ``max_len`` is the training sequence length and its
+    ``vocab_size`` the tokenizer's. ``train``: every run's schedule (the seed is each job's).
 
-    preset: str = "full"
-    model: str = "small"
-    vocab_size: int = 8192
-    seq_len: int = 128
-    batch_size: int = 32
-    steps: int = 2000
-    lr: float = 1e-3
-    warmup_steps: int = 100
-    weight_decay: float = 0.01
-    eval_every: int = 100
-    eval_tokens: int = 131072
-    eval_batch: int = 32
+    ``experts``: the Switch sizes trained per seed (the first one is judged); ``ablation_experts``: the size of the
+    seed-0 ablations (``no_balance``: without the balancing loss; ``cf_sweep``: training capacity factors).
+    ``tokenizer_docs``/``train_docs``: IMDB train reviews for the BPE / for training (None: all);
+    ``eval_tokens``: IMDB test-fold tokens evaluated, ``eval_batch`` sequences at a time.
+    """
+
+    experts: tuple[int, ...] = (8, 32)
+    ablation_experts: int = 8
+    no_balance: bool = True
+    cf_sweep: tuple[float, ...] = (1.0, 1.25, 2.0)
     tokenizer_docs: int = 5000
     train_docs: int | None = None
-    experts: tuple[int, ...] = (8, 32)
-    seeds: int = 3
-    ablation_experts: int = 8
-    cf_sweep: tuple[float, ...] = (1.0, 1.25, 2.0)
-    no_balance: bool = True
-    device: str = "cpu"
+    eval_tokens: int = 131072
+    eval_batch: int = 32
+
+
+def _train(steps: int, batch_size: int, lr: float, warmup_steps: int, eval_every: int) -> TrainConfig:
+    """AdamW (weight decay 0.01), cosine schedule, on the CPU; a checkpoint every 5 evals, 4 logs per eval."""
+    return TrainConfig(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=warmup_steps, weight_decay=0.01,
+                       eval_every=eval_every, ckpt_every=eval_every * 5, log_every=max(1, eval_every // 4),
+                       device="cpu")
 
 
 PRESETS = {
-    "tiny": RecipeConfig(preset="tiny", model="tiny", vocab_size=512, seq_len=32, batch_size=16, steps=60, lr=3e-3,
-                         warmup_steps=5, eval_every=20, eval_tokens=4096, eval_batch=32, tokenizer_docs=200,
-                         train_docs=400, experts=(4,), seeds=1, ablation_experts=4, cf_sweep=(1.0, 1.25)),
-    "mini": RecipeConfig(preset="mini", model="tiny", vocab_size=2048, seq_len=64, batch_size=16, steps=400, lr=2e-3,
-                         warmup_steps=20, eval_every=50, eval_tokens=16384, tokenizer_docs=2000, train_docs=4000,
-                         experts=(8,), seeds=3, ablation_experts=8, cf_sweep=(1.0, 2.0)),
-    # step times measured at 1 thread (batch 32 x 128, AdamW): 0.76 s dense, 0.65 s Switch-8, 0.69 s Switch-32
-    "small": RecipeConfig(preset="small", model="compact", vocab_size=4096, steps=1000, warmup_steps=50,
-                          eval_every=100, eval_tokens=65536),
-    "full": RecipeConfig(),
+    # smoke test, about a minute on CPU
+    "tiny": SwitchPreset(model=SwitchLMConfig.preset("tiny", max_len=32), train=_train(60, 16, 3e-3, 5, 20),
+                         seeds=1, experts=(4,), ablation_experts=4, cf_sweep=(1.0, 1.25), tokenizer_docs=200,
+                         train_docs=400, eval_tokens=4096),
+    # 3 seeds of a 2-layer 64-d model, minutes
+    "mini": SwitchPreset(model=SwitchLMConfig.preset("tiny", vocab_size=2048, max_len=64),
+                         train=_train(400, 16, 2e-3, 20, 50), seeds=3, experts=(8,), cf_sweep=(1.0, 2.0),
+                         tokenizer_docs=2000, train_docs=4000, eval_tokens=16384),
+    # the committed CPU reproduction: d 128, ~2 h with --workers 2 (step times at 1 thread, batch 32 x 128,
+    # AdamW: 0.76 s dense, 0.65 s Switch-8, 0.69 s Switch-32)
+    "small": SwitchPreset(model=SwitchLMConfig.preset("small", max_len=128), train=_train(1000, 32, 1e-3, 50, 100),
+                          seeds=3, eval_tokens=65536),
+    # d 256 for 2000 steps: ~15-20 CPU hours, or a GPU
+    "medium": SwitchPreset(model=SwitchLMConfig.preset("medium", max_len=128),
+                           train=_train(2000, 32, 1e-3, 100, 100), seeds=3),
 }
 
 
@@ -77,7 +84,7 @@ def _clean(text: str) -> str:
     return text.replace("<br />", " ").replace("<br/>", " ")
 
 
-def build_data(cfg: RecipeConfig, run_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
+def build_data(p: SwitchPreset, run_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """(train ids (n, seq_len), eval ids (m, seq_len)), cached in ``run_dir/tokens.pt`` with the tokenizer."""
     cache = run_dir / "tokens.pt"
     if cache.is_file():
@@ -87,13 +94,13 @@ def build_data(cfg: RecipeConfig, run_dir: Path) -> tuple[torch.Tensor, torch.Te
 
     from paperzoo.data import load_imdb
 
-    train = [_clean(t) for t in load_imdb("train").texts[:cfg.train_docs]]
+    train = [_clean(t) for t in load_imdb("train").texts[:p.train_docs]]
     test = [_clean(t) for t in load_imdb("test").texts]
     tok = ByteLevelBPETokenizer()
-    tok.train_from_iterator(train[:cfg.tokenizer_docs], vocab_size=cfg.vocab_size, min_frequency=2,
+    tok.train_from_iterator(train[:p.tokenizer_docs], vocab_size=p.model.vocab_size, min_frequency=2,
                             special_tokens=[EOS], show_progress=False)
     tok.save(str(run_dir / "tokenizer.json"))
-    eos = tok.token_to_id(EOS)
+    eos, seq_len = tok.token_to_id(EOS), p.model.max_len
 
     def ids(texts: list[str], limit: int | None = None) -> torch.Tensor:
         out: list[int] = []
@@ -104,27 +111,27 @@ def build_data(cfg: RecipeConfig, run_dir: Path) -> tuple[torch.Tensor, torch.Te
             if limit is not None and len(out) >= limit:
                 break
         t = torch.tensor(out[:limit] if limit else out, dtype=torch.long)
-        n = t.numel() // cfg.seq_len
-        return t[:n * cfg.seq_len].view(n, cfg.seq_len)
+        n = t.numel() // seq_len
+        return t[:n * seq_len].view(n, seq_len)  # (n, seq_len): the stream cut into sequences
 
-    train_ids, eval_ids = ids(train), ids(test, cfg.eval_tokens)
+    train_ids, eval_ids = ids(train), ids(test, p.eval_tokens)
     torch.save({"train": train_ids, "eval": eval_ids}, cache)
     return train_ids, eval_ids
 
 
-# ----------------------------------------------------------------------------------------------------- runs
-def variants(cfg: RecipeConfig) -> list[tuple[str, int, dict[str, Any]]]:
-    """``(name, seed, model overrides)`` for every training run of the recipe."""
-    out = []
-    for seed in range(cfg.seeds):
-        out.append(("dense", seed, {"num_experts": 0}))
-        out += [(f"switch-{e}", seed, {"num_experts": e}) for e in cfg.experts]
-    e = cfg.ablation_experts
-    if cfg.no_balance:
-        out.append((f"switch-{e}-nobalance", 0, {"num_experts": e, "balance_coef": 0.0}))
-    out += [(f"switch-{e}-cf{cf:g}", 0, {"num_experts": e, "capacity_factor": cf}) for cf in cfg.cf_sweep
-            if not (cf == 1.25 and e in cfg.experts)]  # 1.25 is the main run's factor
-    return out
+# ----------------------------------------------------------------------------------------------------- jobs
+def jobs(p: SwitchPreset) -> list[Job]:
+    """Per seed: dense and Switch-E for each E; for seed 0 also the ablations (no balancing loss, capacity factors
+    other than the main runs')."""
+    main = {"dense": p.model.dense(),
+            **{f"switch-{e}": dataclasses.replace(p.model, num_experts=e) for e in p.experts}}
+    e = p.ablation_experts
+    ablations = {f"switch-{e}-nobalance": dataclasses.replace(p.model, num_experts=e, balance_coef=0.0)
+                 } if p.no_balance else {}
+    ablations |= {f"switch-{e}-cf{cf:g}": dataclasses.replace(p.model, num_experts=e, capacity_factor=cf)
+                  for cf in p.cf_sweep if not (cf == p.model.capacity_factor and e in p.experts)}
+    return ([Job(v, s, cfg) for s in range(p.seeds) for v, cfg in main.items()]
+            + [Job(v, 0, cfg) for v, cfg in ablations.items()])
 
 
 def _loss_fn(model, batch) -> tuple[torch.Tensor, dict[str, float]]:
@@ -172,35 +179,25 @@ def expert_load(model: SwitchLM, eval_ids: torch.Tensor, batch: int) -> list[lis
     return [(s / s.sum()).tolist() for s in sums]
 
 
-def train_one(cfg: RecipeConfig, name: str, seed: int, overrides: dict, train_ids: torch.Tensor,
-              eval_ids: torch.Tensor, run_dir: Path, resume: bool, progress: bool = True) -> dict[str, Any]:
-    """Train one variant; returns its summary (final ppl, load histogram, run time) and writes summary.json."""
-    from paperzoo.train import TrainConfig, Trainer, seed_everything
+def train_job(job: Job, out: Path, resume: bool, progress: bool, p: SwitchPreset, train_ids: torch.Tensor,
+              eval_ids: torch.Tensor) -> dict[str, Any]:
+    """Train one variant (``job.config`` is its SwitchLMConfig) in ``out``; returns its summary and eval curve."""
+    from paperzoo.report import read_metrics
+    from paperzoo.train import Trainer, seed_everything
 
-    out = run_dir / name / f"seed{seed}"
-    done = out / "summary.json"
-    if resume and done.is_file():
-        return json.loads(done.read_text())
-    seed_everything(seed)
-    mcfg = SwitchLMConfig.preset(cfg.model, vocab_size=cfg.vocab_size, max_len=cfg.seq_len, **overrides)
-    model = SwitchLM(mcfg)
-    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, warmup_steps=cfg.warmup_steps,
-                       weight_decay=cfg.weight_decay, eval_every=cfg.eval_every, ckpt_every=cfg.eval_every * 5,
-                       log_every=max(1, cfg.eval_every // 4), seed=seed, device=cfg.device)
-    trainer = Trainer(model, tcfg, TensorDataset(train_ids), _loss_fn, _eval_fn(eval_ids, cfg.eval_batch),
-                      out_dir=out, progress=progress)
-    res = trainer.fit(resume=resume)
-    summary = {"name": name, "seed": seed, "ppl": res["eval"]["ppl"], "wall_time_s": res["wall_time_s"],
-               "params": model.num_parameters(), "params_per_token": model.num_parameters(per_token=True),
-               "fraction_dropped": res["eval"].get("fraction_dropped"),
-               "expert_load": expert_load(model, eval_ids, cfg.eval_batch) if mcfg.num_experts else None,
-               "model": dataclasses.asdict(mcfg)}
-    done.write_text(json.dumps(summary, indent=1))
-    return summary
-
-
-def _evals(path: Path) -> list[dict]:
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r.get("event") == "eval"]
+    seed_everything(job.seed)
+    model = SwitchLM(job.config)
+    trainer = Trainer(model, dataclasses.replace(p.train, seed=job.seed), TensorDataset(train_ids), _loss_fn,
+                      _eval_fn(eval_ids, p.eval_batch), out_dir=out, progress=progress)
+    fit = trainer.fit(resume=resume)
+    records = read_metrics(out / "metrics.jsonl")
+    train_dropped = [r["fraction_dropped"] for r in records if r.get("event") == "train" and "fraction_dropped" in r]
+    return {"ppl": fit["eval"]["ppl"], "wall_time_s": fit["wall_time_s"], "params": model.num_parameters(),
+            "params_per_token": model.num_parameters(per_token=True),
+            "fraction_dropped": fit["eval"].get("fraction_dropped"),
+            "train_fraction_dropped": train_dropped[-1] if train_dropped else None,
+            "expert_load": expert_load(model, eval_ids, p.eval_batch) if job.config.num_experts else None,
+            "curve": [r for r in records if r.get("event") == "eval"], "model": job.config}
 
 
 def crossing(curve: list[dict], target: float, key: str = "step") -> float | None:
@@ -228,97 +225,72 @@ def step_speedup(dense_final: float, curve: list[dict], steps: int) -> float | N
 # ----------------------------------------------------------------------------------------------------- report
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
         progress: bool = True, workers: int = 1) -> Path:
-    """Run every variant, then write plots and ``report.md``; returns the run folder.
+    """Train every job, judge the smallest Switch model against dense per seed, write the report; returns the
+    run folder."""
+    from paperzoo.report import plot_bars_with_ci, plot_metrics, write_result
 
-    ``workers > 1`` trains that many variants at once in separate processes (``paperzoo.train.parallel``).
-    """
-    from paperzoo.report import (
-        compare,
-        new_run_dir,
-        pick_preset,
-        plot_bars_with_ci,
-        plot_metrics,
-        write_config,
-        write_result,
-    )
-    from paperzoo.train.parallel import run_jobs
-
-    preset, cfg = pick_preset(PRESETS, preset, "small", "switch")
-    if seeds is not None:
-        cfg = dataclasses.replace(cfg, seeds=seeds)
-    run_dir = new_run_dir("switch", out)
-    write_config(run_dir, cfg, seeds=list(range(cfg.seeds)))
-    train_ids, eval_ids = build_data(cfg, run_dir)
-    jobs = [(cfg, n, s, o, train_ids, eval_ids, run_dir, resume, progress and workers == 1)
-            for n, s, o in variants(cfg)]
-    results = run_jobs(train_one, jobs, workers, label=lambda j: f"{j[1]} seed {j[2]}")
-    by = {}
-    for r in results:
-        by.setdefault(r["name"], {})[r["seed"]] = r
-    curves = {f"{n}/seed{s}": run_dir / n / f"seed{s}" / "metrics.jsonl" for n, s, _ in variants(cfg)}
-
-    main = [f"switch-{e}" for e in cfg.experts]
-    measurements: dict[str, Any] = {"dense ppl": [by["dense"][s]["ppl"] for s in range(cfg.seeds)]}
-    details: dict[str, Any] = {}
-    for name in main:
-        measurements[f"{name} ppl"] = [by[name][s]["ppl"] for s in range(cfg.seeds)]
-        speed, wall = [], []
-        for s in range(cfg.seeds):
-            target, curve = by["dense"][s]["ppl"], _evals(curves[f"{name}/seed{s}"])
-            sp = step_speedup(target, curve, cfg.steps)
-            speed.append(sp if sp is not None else 0.0)
-            at = crossing(curve, target, key="time")
-            wall.append(_evals(curves[f"dense/seed{s}"])[-1]["time"] / at if at else 0.0)
-        measurements[f"{name} step speedup to dense final ppl"] = speed
-        details[f"{name} wall-clock speedup to dense final ppl (per seed)"] = [round(w, 2) for w in wall]
-        details[f"{name} vs dense (ppl, lower is better)"] = str(compare(
-            measurements[f"{name} ppl"], measurements["dense ppl"], higher_is_better=False))
-        r0 = by[name][0]
-        details[f"{name} parameters (total / per token)"] = f"{r0['params']} / {r0['params_per_token']}"
-    details["dense parameters"] = by["dense"][0]["params"]
-    diffs = [by["dense"][s]["ppl"] - by[main[0]][s]["ppl"] for s in range(cfg.seeds)]
-    paired = compare(diffs, 0.0, higher_is_better=True)
-    details[f"paired dense - {main[0]} ppl"] = str(paired)
-    details["wall-clock s per run (seed 0)"] = {n: round(by[n][0]["wall_time_s"], 1) for n in by}
-    sweep = {n: {"fraction_dropped_eval": by[n][0]["fraction_dropped"], "ppl": by[n][0]["ppl"],
-                 "train_fraction_dropped": _last_train(run_dir / n / "seed0" / "metrics.jsonl")}
-             for n in by if "-cf" in n or n == f"switch-{cfg.ablation_experts}"}
-    details["capacity-factor sweep (seed 0)"] = sweep
-    details["expert load on eval text, last Switch layer, seed 0: min / max fraction (uniform = 1/E)"] = {
-        n: f"{min(by[n][0]['expert_load'][-1]):.3f} / {max(by[n][0]['expert_load'][-1]):.3f}"
-        for n in by if by[n][0].get("expert_load")}
-
-    plots = [plot_metrics(run_dir, curves, x="step", ys=["ppl"], where={"event": "eval"}, path="ppl_vs_steps.png",
+    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out)
+    train_ids, eval_ids = build_data(p, run_dir)
+    res = run_jobs(train_job, jobs(p), run_dir, resume=resume, workers=workers, progress=progress,
+                   args=(p, train_ids, eval_ids))
+    main = [f"switch-{e}" for e in p.experts]
+    ppl = {v: res.values(v, "ppl") for v in ["dense", *main]}
+    measurements: dict[str, Any] = {"dense ppl": ppl["dense"]}
+    for v in main:
+        measurements[f"{v} ppl"] = ppl[v]
+        measurements[f"{v} step speedup to dense final ppl"] = [
+            step_speedup(d, res[v, s]["curve"], p.train.steps) or 0.0 for s, d in enumerate(ppl["dense"])]
+    verdict = smoke(Paired(higher_is_better=False).judge(ppl[main[0]], ppl["dense"], main[0], "dense"), name)
+    curves = {f"{j.variant}/seed{j.seed}": res[j.variant, j.seed]["curve"] for j in res.jobs}
+    plots = [plot_metrics(run_dir, curves, x="step", ys=["ppl"], path="ppl_vs_steps.png",
                           title="validation perplexity vs steps", logy=True),
-             plot_metrics(run_dir, curves, x="time", ys=["ppl"], where={"event": "eval"}, path="ppl_vs_time.png",
+             plot_metrics(run_dir, curves, x="time", ys=["ppl"], path="ppl_vs_time.png",
                           title="validation perplexity vs wall-clock (s)", logy=True),
-             _load_plot(run_dir, by, cfg),
-             plot_bars_with_ci({n: measurements[f"{n} ppl"] for n in ["dense", *main]}, run_dir / "final_ppl.png",
-                               title="final validation perplexity", ylabel="ppl")]
-    verdict = "inconclusive" if cfg.seeds < 2 else paired.verdict
-    notes = (f"Preset {cfg.preset}: {cfg.steps} steps x {cfg.batch_size} x {cfg.seq_len} tokens, "
+             _load_plot(run_dir, res, p),
+             plot_bars_with_ci(ppl, run_dir / "final_ppl.png", title="final validation perplexity", ylabel="ppl")]
+    notes = (f"Preset {name}: {p.train.steps} steps x {p.train.batch_size} x {p.model.max_len} tokens, "
              f"{train_ids.numel()} training tokens, eval on {eval_ids.numel()} IMDB test-fold tokens. "
              "Speedup 0.0 means the Switch model never reached the dense model's final perplexity. "
              "The paper's 7x is at far larger scale (hundreds of thousands of steps, up to 128 experts per layer).")
-    write_result(run_dir, "switch", CLAIM, measurements, verdict, details=details, notes=notes, plots=plots)
+    write_result(run_dir, PAPER, CLAIM, measurements, verdict, details=_details(p, res, main), notes=notes,
+                 plots=plots)
     return run_dir
 
 
-def _last_train(path: Path) -> float | None:
-    vals = [r.get("fraction_dropped") for r in map(json.loads, path.read_text().splitlines())
-            if r.get("event") == "train" and "fraction_dropped" in r]
-    return vals[-1] if vals else None
+def _details(p: SwitchPreset, res: Results, main: list[str]) -> dict[str, Any]:
+    """Per model: parameters and wall-clock speedup; seed 0: run times, the capacity sweep, expert load."""
+    def wall(v: str, s: int) -> float:  # dense run time / time at which v reaches the dense final ppl
+        at = crossing(res[v, s]["curve"], res["dense", s]["ppl"], key="time")
+        return round(res["dense", s]["curve"][-1]["time"] / at, 2) if at else 0.0
+
+    first = {v: res[v, 0] for v in res.variants}
+    e = p.ablation_experts
+    return {
+        "models (parameters of seed 0)": {
+            v: {"parameters": first[v]["params"], "per token": first[v]["params_per_token"],
+                "wall-clock speedup to dense final ppl (per seed)": [wall(v, s) for s in res.seeds(v)] if v in main
+                else None}
+            for v in ["dense", *main]},
+        "wall-clock s per run (seed 0)": {v: round(r["wall_time_s"], 1) for v, r in first.items()},
+        "capacity-factor sweep (seed 0)": {v: {"eval fraction dropped": r["fraction_dropped"],
+                                               "train fraction dropped": r["train_fraction_dropped"],
+                                               "ppl": r["ppl"]}
+                                           for v, r in first.items() if "-cf" in v or v == f"switch-{e}"},
+        "expert load on eval text, last Switch layer, seed 0: min / max fraction (uniform = 1/E)": {
+            v: f"{min(r['expert_load'][-1]):.3f} / {max(r['expert_load'][-1]):.3f}"
+            for v, r in first.items() if r.get("expert_load")},
+    }
 
 
-def _load_plot(run_dir: Path, by: dict, cfg: RecipeConfig) -> Path:
+def _load_plot(run_dir: Path, res: Results, p: SwitchPreset) -> Path:
     """Expert-load histograms (last Switch layer, seed 0) with and without the balancing loss."""
     from matplotlib.figure import Figure
 
-    names = [n for n in (f"switch-{cfg.ablation_experts}", f"switch-{cfg.ablation_experts}-nobalance") if n in by]
+    names = [n for n in (f"switch-{p.ablation_experts}", f"switch-{p.ablation_experts}-nobalance") if n in res]
     fig = Figure(figsize=(5 * max(1, len(names)), 3.5))
     for i, n in enumerate(names):
         ax = fig.add_subplot(1, len(names), i + 1)
-        load = by[n][0]["expert_load"][-1]
+        load = res[n, 0]["expert_load"][-1]
         ax.bar(range(len(load)), load)
         ax.set_xticks(range(len(load)))
         ax.axhline(1 / len(load), ls="--", c="k", lw=1, label="uniform")

@@ -1,0 +1,27 @@
+"""The measurement module: log-log slopes and activation bytes (FLOPs, peak and timing have their own tests)."""
+
+import pytest
+import torch
+
+from paperzoo.measure import activation_bytes, loglog_slope
+
+
+def test_loglog_slope_recovers_exponents():
+    xs = [1024, 2048, 4096, 8192]
+    assert loglog_slope(xs, [3e-6 * x for x in xs]) == pytest.approx(1.0, abs=1e-9)
+    assert loglog_slope(xs, [x**2 for x in xs]) == pytest.approx(2.0, abs=1e-9)
+    assert loglog_slope(xs, [7.0] * 4) == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError, match=">= 2 values"):
+        loglog_slope([1], [1.0])
+    with pytest.raises(ValueError, match="positive"):
+        loglog_slope([1, 2], [0.0, 1.0])
+
+
+def test_activation_bytes_counts_what_backward_keeps():
+    x = torch.randn(64, 32, requires_grad=True)
+    w = torch.randn(32, 16, requires_grad=True)
+    # x @ w saves both operands for backward: 64*32 + 32*16 floats
+    assert activation_bytes(lambda: x @ w) == (64 * 32 + 32 * 16) * 4
+    with torch.no_grad():
+        assert activation_bytes(lambda: x @ w) == 0  # nothing is kept without autograd
+    assert activation_bytes(lambda: (x @ w).relu()) > activation_bytes(lambda: x @ w)
