@@ -109,7 +109,7 @@ def test_round_trip_state_dict_identical(name):
 
 
 def test_to_hf_from_a_paperzoo_model_and_errors():
-    cfg = TextEncoderConfig.bert(dim=32, depth=2, num_heads=4, ffn_dim=64, vocab_size=50, max_len=16)
+    cfg = TextEncoderConfig.bert(dim=32, num_layers=2, num_heads=4, ffn_dim=64, vocab_size=50, max_len=16)
     ours = TextEncoder(cfg).eval()
     hf = to_hf(ours)
     assert type(hf).__name__ == "BertModel"

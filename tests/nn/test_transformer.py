@@ -16,7 +16,7 @@ from paperzoo.nn.transformer import (
     TransformerEncoder,
 )
 
-CFG = TransformerConfig(dim=32, depth=3, num_heads=4, ffn_dim=64)
+CFG = TransformerConfig(dim=32, num_layers=3, num_heads=4, ffn_dim=64)
 
 
 @pytest.fixture(autouse=True)
@@ -180,7 +180,7 @@ def test_learned_positions_cannot_extrapolate():
 
 
 def test_text_encoder_bert_and_factorised():
-    cfg = TextEncoderConfig.bert(dim=32, depth=2, num_heads=4, ffn_dim=64, vocab_size=50, max_len=16)
+    cfg = TextEncoderConfig.bert(dim=32, num_layers=2, num_heads=4, ffn_dim=64, vocab_size=50, max_len=16)
     model = TextEncoder(cfg).eval()
     ids = torch.randint(0, 50, (2, 6))
     out = model(input_ids=ids, attention_mask=torch.ones(2, 6), output_hidden_states=True)
@@ -220,6 +220,6 @@ def test_bad_configs_and_inputs_raise():
     enc = TransformerEncoder(CFG)
     with pytest.raises(ValueError, match="dim=32"):
         enc(torch.randn(2, 3, 16))
-    model = TextEncoder(TextEncoderConfig.bert(dim=32, depth=1, num_heads=4, ffn_dim=64, vocab_size=50))
+    model = TextEncoder(TextEncoderConfig.bert(dim=32, num_layers=1, num_heads=4, ffn_dim=64, vocab_size=50))
     with pytest.raises(ValueError, match="attention_mask"):
         model(torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.ones(2, 4))

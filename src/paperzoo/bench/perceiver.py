@@ -49,7 +49,7 @@ class TransformerClassifier(nn.Module):
         from paperzoo.nn.transformer import TransformerConfig, TransformerEncoder
 
         self.proj = nn.Linear(in_dim, dim)
-        self.encoder = TransformerEncoder(TransformerConfig(dim=dim, depth=depth, num_heads=heads, ffn_dim=ffn,
+        self.encoder = TransformerEncoder(TransformerConfig(dim=dim, num_layers=depth, num_heads=heads, ffn_dim=ffn,
                                                             prenorm=True, final_norm=False))
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, num_classes)
 

@@ -49,7 +49,7 @@ def config_from_hf(hf_config: Any, hf_class: str, pooler: bool) -> TextEncoderCo
     if not isinstance(c.hidden_act, str) or c.hidden_act not in ACTIVATIONS:
         raise ValueError(f"hidden_act must be one of {sorted(ACTIVATIONS)}, got {c.hidden_act!r}")
     t = TransformerConfig(
-        dim=c.hidden_size, depth=c.num_hidden_layers, num_heads=c.num_attention_heads, ffn_dim=c.intermediate_size,
+        dim=c.hidden_size, num_layers=c.num_hidden_layers, num_heads=c.num_attention_heads, ffn_dim=c.intermediate_size,
         activation=c.hidden_act, norm="layernorm", norm_eps=c.layer_norm_eps, prenorm=False,
         dropout=c.hidden_dropout_prob, attn_dropout=c.attention_probs_dropout_prob, position="learned",
         max_len=c.max_position_embeddings, final_norm=False)
@@ -101,7 +101,7 @@ def bert_from_hf(hf_model: Any) -> TextEncoder:
     param = next(hf_model.parameters())
     model = TextEncoder(cfg).to(device=param.device, dtype=param.dtype)
     sd = {k: v.detach().clone() for k, v in hf_model.state_dict().items()}
-    model.load_state_dict(_to_ours(sd, cfg.transformer.depth), strict=True)
+    model.load_state_dict(_to_ours(sd, cfg.transformer.num_layers), strict=True)
     return model.train(hf_model.training)
 
 
@@ -115,7 +115,7 @@ def bert_to_hf(model: TextEncoder) -> Any:
             or t.attn_scale is not None or not t.bias or cfg.embed_norm_eps is None:
         raise ValueError("to_hf needs a BERT-shaped TextEncoder: post-norm LayerNorm, learned positions, "
                          "plain MLP with biases, default scale, no final norm, an embedding norm")
-    common = dict(vocab_size=cfg.vocab_size, hidden_size=t.dim, num_hidden_layers=t.depth,
+    common = dict(vocab_size=cfg.vocab_size, hidden_size=t.dim, num_hidden_layers=t.num_layers,
                   num_attention_heads=t.num_heads, intermediate_size=t.hidden_dim, hidden_act=t.activation,
                   hidden_dropout_prob=t.dropout, attention_probs_dropout_prob=t.attn_dropout,
                   max_position_embeddings=t.max_len, type_vocab_size=cfg.type_vocab_size,
@@ -136,7 +136,7 @@ def bert_to_hf(model: TextEncoder) -> Any:
         raise ValueError(f"hf_class must be 'BertModel' or 'ElectraModel', got {hf_class!r}")
     param = next(model.parameters())
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    hf.load_state_dict(_to_theirs(sd, t.depth, t.dim), strict=True)
+    hf.load_state_dict(_to_theirs(sd, t.num_layers, t.dim), strict=True)
     return hf.to(device=param.device, dtype=param.dtype).train(model.training)
 
 

@@ -54,7 +54,7 @@ class TransformerConfig:
     """
 
     dim: int = 256
-    depth: int = 4
+    num_layers: int = 4
     num_heads: int = 4
     ffn_dim: int | None = None
     activation: str = "gelu"
@@ -87,8 +87,8 @@ class TransformerConfig:
         for name in ("dropout", "attn_dropout", "ffn_dropout", "drop_path"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.depth < 0:
-            raise ValueError(f"depth must be >= 0, got {self.depth}")
+        if self.num_layers < 0:
+            raise ValueError(f"num_layers must be >= 0, got {self.num_layers}")
 
     @property
     def hidden_dim(self) -> int:
@@ -176,7 +176,7 @@ class TransformerBlock(nn.Module):
 @dataclass
 class EncoderOutput(ModelOutput):
     """``last_hidden_state`` (batch, seq, dim); ``hidden_states``: the stack's input and every block's output
-    (depth + 1, before the final norm); ``aux``: per-layer aux dicts of FFNs that return them (else None)."""
+    (num_layers + 1, before the final norm); ``aux``: per-layer aux dicts of FFNs that return them (else None)."""
 
     last_hidden_state: torch.Tensor
     hidden_states: tuple[torch.Tensor, ...] | None = None
@@ -206,10 +206,11 @@ class TransformerEncoder(nn.Module):
             self.rel_bias = ALiBi(cfg.num_heads, causal=cfg.causal)
         elif cfg.position == "rotary":
             self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rotary_base, cfg.rotary_interleaved)
-        rates = torch.linspace(0, cfg.drop_path, cfg.depth).tolist() if cfg.depth > 1 else [cfg.drop_path] * cfg.depth
+        n = cfg.num_layers
+        rates = torch.linspace(0, cfg.drop_path, n).tolist() if n > 1 else [cfg.drop_path] * n
         self.layers = nn.ModuleList([
             TransformerBlock(cfg, make_ffn(i) if make_ffn is not None else None, drop_path=rates[i])
-            for i in range(cfg.depth)])
+            for i in range(cfg.num_layers)])
         use = cfg.use_final_norm and cfg.norm not in ("rezero", "none")
         self.norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps) if use else None
 
@@ -267,10 +268,10 @@ class TextEncoderConfig:
     hf_class: str | None = None
 
     @classmethod
-    def bert(cls, dim=768, depth=12, num_heads=12, ffn_dim=3072, vocab_size=30522, max_len=512, dropout=0.1,
+    def bert(cls, dim=768, num_layers=12, num_heads=12, ffn_dim=3072, vocab_size=30522, max_len=512, dropout=0.1,
              **kw) -> TextEncoderConfig:
         """BERT's architecture: post-norm, exact GELU, LayerNorm eps 1e-12, learned positions, pooler."""
-        t = TransformerConfig(dim=dim, depth=depth, num_heads=num_heads, ffn_dim=ffn_dim, activation="gelu",
+        t = TransformerConfig(dim=dim, num_layers=num_layers, num_heads=num_heads, ffn_dim=ffn_dim, activation="gelu",
                               norm="layernorm", norm_eps=1e-12, prenorm=False, dropout=dropout, attn_dropout=dropout,
                               position="learned", max_len=max_len, final_norm=False)
         return cls(transformer=t, vocab_size=vocab_size, **{"pooler": True, **kw})
@@ -281,7 +282,7 @@ class TextEncoder(nn.Module):
 
     ``forward(input_ids (batch, seq), attention_mask (batch, seq) 1 = token 0 = padding, token_type_ids,
     inputs_embeds, output_hidden_states) -> BaseModelOutput`` with ``last_hidden_state`` (batch, seq, dim),
-    ``pooler_output`` (batch, dim) if configured, ``hidden_states`` (depth + 1 tensors) on request.
+    ``pooler_output`` (batch, dim) if configured, ``hidden_states`` (num_layers + 1 tensors) on request.
     Reproduces ``BertModel`` and ``ElectraModel`` (see ``paperzoo.hf.bert``).
     """
 

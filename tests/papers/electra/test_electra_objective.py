@@ -232,9 +232,9 @@ def test_tying_flags():
 
 def test_generator_size_presets():
     small = ElectraConfig.preset("paper-small").generator_config().transformer
-    assert (small.dim, small.num_heads, small.hidden_dim, small.depth) == (64, 1, 256, 12)
+    assert (small.dim, small.num_heads, small.hidden_dim, small.num_layers) == (64, 1, 256, 12)
     laptop = ElectraConfig.preset("small").generator_config().transformer
-    assert (laptop.dim, laptop.num_heads, laptop.hidden_dim, laptop.depth) == (32, 1, 128, 4)
+    assert (laptop.dim, laptop.num_heads, laptop.hidden_dim, laptop.num_layers) == (32, 1, 128, 4)
     released = ElectraConfig.preset("paper-small", released=True).generator_config().transformer
     assert (released.dim, released.num_heads, released.hidden_dim) == (256, 4, 1024)
     base = ElectraConfig.preset("base").generator_config().transformer

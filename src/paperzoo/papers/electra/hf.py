@@ -63,7 +63,7 @@ def electra_config(encoder: TextEncoderConfig) -> ElectraConfig:
     """The :class:`ElectraConfig` (``generator_size=1``) whose ``discriminator_config()`` is ``encoder``."""
     t = encoder.transformer
     cfg = ElectraConfig(vocab_size=encoder.vocab_size, embedding_dim=encoder.embedding_dim or t.dim, dim=t.dim,
-                        num_layers=t.depth, num_heads=t.num_heads, ffn_dim=t.hidden_dim, max_len=t.max_len,
+                        num_layers=t.num_layers, num_heads=t.num_heads, ffn_dim=t.hidden_dim, max_len=t.max_len,
                         type_vocab_size=encoder.type_vocab_size, activation=t.activation, dropout=t.dropout,
                         attn_dropout=t.attn_dropout, norm_eps=t.norm_eps, pad_token_id=encoder.pad_token_id,
                         generator_size=1.0)

@@ -99,7 +99,7 @@ class ElectraConfig:
         return cls(**{**kw, **overrides})
 
     def _encoder(self, dim: int, num_layers: int, heads: int, ffn: int, emb: int | None) -> TextEncoderConfig:
-        t = TransformerConfig(dim=dim, depth=num_layers, num_heads=heads, ffn_dim=ffn, activation=self.activation,
+        t = TransformerConfig(dim=dim, num_layers=num_layers, num_heads=heads, ffn_dim=ffn, activation=self.activation,
                               norm="layernorm", norm_eps=self.norm_eps, prenorm=False, dropout=self.dropout,
                               attn_dropout=self.attn_dropout, position="learned", max_len=self.max_len,
                               final_norm=False)

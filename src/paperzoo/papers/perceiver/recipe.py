@@ -101,7 +101,7 @@ class TransformerBaseline(nn.Module):
         super().__init__()
         self.tokenizer = tokenizer
         self.embed = nn.Linear(tokenizer.out_dim, dim)
-        self.encoder = TransformerEncoder(TransformerConfig(dim=dim, depth=num_layers, num_heads=num_heads,
+        self.encoder = TransformerEncoder(TransformerConfig(dim=dim, num_layers=num_layers, num_heads=num_heads,
                                                             ffn_dim=4 * dim, position="learned", max_len=num_tokens))
         self.norm, self.head = nn.LayerNorm(dim), nn.Linear(dim, num_classes)
 

@@ -17,8 +17,8 @@ from paperzoo.nn.embedding import TokenEmbeddings
 from paperzoo.nn.transformer import POSITIONS, TransformerConfig, TransformerEncoder
 
 ENCODINGS = POSITIONS  # ("none", "sinusoidal", "learned", "t5", "rotary", "alibi")
-SIZES = {"tiny": dict(dim=32, depth=2, num_heads=2, max_len=32),  # the transformer of each preset
-         "small": dict(dim=96, depth=3, num_heads=4, max_len=128)}
+SIZES = {"tiny": dict(dim=32, num_layers=2, num_heads=2, max_len=32),  # the transformer of each preset
+         "small": dict(dim=96, num_layers=3, num_heads=4, max_len=128)}
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class CharLMConfig:
     vocab_size: int = 65
     learned_init_std: float = 0.02
     transformer: TransformerConfig = field(default_factory=lambda: TransformerConfig(
-        dim=128, depth=4, num_heads=4, prenorm=True, position="none", max_len=128, causal=True))
+        dim=128, num_layers=4, num_heads=4, prenorm=True, position="none", max_len=128, causal=True))
 
     @classmethod
     def preset(cls, name: str, position: str = "sinusoidal", vocab_size: int = 65, causal: bool = True

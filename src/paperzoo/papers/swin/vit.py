@@ -73,7 +73,7 @@ class ViT(nn.Module):
         self.pos_embed = nn.Parameter(torch.randn(1, g, g, cfg.dim) * 0.02)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.pool == "cls" else None
         self.encoder = TransformerEncoder(TransformerConfig(
-            dim=cfg.dim, depth=cfg.num_layers, num_heads=cfg.num_heads, ffn_dim=int(cfg.dim * cfg.mlp_ratio),
+            dim=cfg.dim, num_layers=cfg.num_layers, num_heads=cfg.num_heads, ffn_dim=int(cfg.dim * cfg.mlp_ratio),
             norm_eps=cfg.norm_eps, prenorm=True, dropout=cfg.dropout, drop_path=cfg.drop_path_rate))
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
         for m in self.modules():

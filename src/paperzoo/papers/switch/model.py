@@ -109,7 +109,7 @@ class SwitchLM(nn.Module):
     def __init__(self, config: SwitchLMConfig):
         super().__init__()
         self.config = c = config
-        tcfg = TransformerConfig(dim=c.dim, depth=c.num_layers, num_heads=c.num_heads, ffn_dim=c.ffn_dim,
+        tcfg = TransformerConfig(dim=c.dim, num_layers=c.num_layers, num_heads=c.num_heads, ffn_dim=c.ffn_dim,
                                  activation=c.activation, norm="rmsnorm", prenorm=True, dropout=c.dropout,
                                  bias=False, position="rotary", max_len=c.max_len, causal=True)
         self.embed = nn.Embedding(c.vocab_size, c.dim)
