@@ -130,7 +130,7 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
                 rgb, raw = mlp(pts, F.normalize(pts, dim=-1))
                 (rgb.sum() + raw.sum()).backward()
 
-        n = repeats or (2 if quick else (4 if preset == "paper" else 10))
+        n = repeats or (2 if quick else (8 if preset == "paper" else 10))
         flops = count_flops(step(model))
         port = step(lambda a, b, model=model: reference_render(model, a, b))
         timed = time_interleaved({"ours": step(model), "port-style": port, "mlp only": mlp_only}, warmup=1, repeats=n)
