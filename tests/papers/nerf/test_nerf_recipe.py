@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from paperzoo.data import holdout
-from paperzoo.papers.nerf.recipe import PRESETS, centre_crop_index, load_views, run, variant_configs
+from paperzoo.papers.nerf.recipe import PRESETS, centre_crop_index, load_views, run, variant_configs, variants_at
 
 
 def test_ablations_change_one_thing_at_an_equal_budget():
@@ -19,6 +19,12 @@ def test_ablations_change_one_thing_at_an_equal_budget():
     assert flat.num_fine == 0 and flat.num_coarse == full_r.num_coarse + (full_r.num_coarse + full_r.num_fine)
     with pytest.raises(ValueError, match="unknown NeRF variant"):
         variant_configs(p, "nope")
+
+
+def test_ablations_at_the_first_resolution_full_model_at_the_others():
+    runs = variants_at(PRESETS["small"])
+    assert [r for r in runs if r[1] == 100] == [(v, 100) for v in ("nerf", "no-pe", "no-viewdirs", "no-hierarchical")]
+    assert [r for r in runs if r[1] == 200] == [("nerf", 200)]
 
 
 def test_centre_crop_index_picks_the_middle_of_every_view():
