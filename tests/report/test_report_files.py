@@ -11,7 +11,6 @@ from paperzoo.report import (
     compare,
     mean_ci,
     new_run_dir,
-    pick_preset,
     plot_bars_with_ci,
     plot_metrics,
     read_metrics,
@@ -180,11 +179,3 @@ def test_run_dir_is_absolute_so_joined_plot_paths_stay_inside(tmp_path, monkeypa
     assert run_dir.is_absolute()
     png = plot_metrics(run_dir, [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0}], path=run_dir / "loss.png")
     assert png == run_dir / "loss.png" and png.is_file()
-
-
-def test_pick_preset_defaults_and_names_the_valid_presets():
-    presets = {"quick": 1, "full": 2}
-    assert pick_preset(presets, None, "quick", "demo") == ("quick", 1)
-    assert pick_preset(presets, "full", "quick", "demo") == ("full", 2)
-    with pytest.raises(ValueError, match="unknown preset 'huge' for demo; valid: quick, full"):
-        pick_preset(presets, "huge", "quick", "demo")

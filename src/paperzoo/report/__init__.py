@@ -14,11 +14,11 @@ from paperzoo.report.index import build_index
 from paperzoo.report.machine import machine_info
 from paperzoo.report.plots import plot_bars_with_ci, plot_metrics, read_metrics
 from paperzoo.report.result import write_result
-from paperzoo.report.run import new_run_dir, pick_preset, runs_root, write_config
+from paperzoo.report.run import new_run_dir, runs_root, write_config
 from paperzoo.report.stats import CI, VERDICTS, Comparison, compare, mean_ci, t_cdf, t_quantile, verdict_from
 
 __all__ = [
     "CI", "VERDICTS", "Comparison", "build_index", "compare", "machine_info", "mean_ci", "new_run_dir",
-    "pick_preset", "plot_bars_with_ci", "plot_metrics", "read_metrics", "runs_root", "t_cdf", "t_quantile",
+    "plot_bars_with_ci", "plot_metrics", "read_metrics", "runs_root", "t_cdf", "t_quantile",
     "verdict_from", "write_config", "write_result",
 ]

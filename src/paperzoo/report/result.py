@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import numbers
-import re
 import shutil
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -96,6 +95,11 @@ def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, str | int | float | bool)
 
 
+def _cell(v: Any) -> str:
+    """A value short enough for a table cell or a list item (numbers, text, lists of them); else a pointer."""
+    return _md_value(v) if _scalar(v) or isinstance(v, list) and all(_scalar(x) for x in v) else "(in result.json)"
+
+
 def _table(rows: Mapping[str, Mapping[str, Any]], first: str) -> list[str]:
     """A markdown table with one row per entry of ``rows`` and a column per key of the inner mappings."""
     cols: list[str] = []
@@ -103,8 +107,7 @@ def _table(rows: Mapping[str, Mapping[str, Any]], first: str) -> list[str]:
         cols += [k for k in r if k not in cols]
     out = ["| " + " | ".join([first, *cols]) + " |", "|" + "---|" * (len(cols) + 1)]
     for name, r in rows.items():
-        cells = [_md_value(r.get(c)) if _scalar(r.get(c)) or isinstance(r.get(c), list) and
-                 all(_scalar(x) for x in r.get(c)) else "(in result.json)" for c in cols]
+        cells = [_cell(r.get(c)) for c in cols]
         out.append("| " + " | ".join([str(name).replace("|", "\\|"), *cells]) + " |")
     return out
 
@@ -120,8 +123,7 @@ def _details(details: Mapping[str, Any]) -> list[str]:
             blocks += ["", f"### {k}", "", *_table({str(i): x for i, x in enumerate(v)}, "#")]
         elif isinstance(v, dict):
             flat.append(f"- **{k}**:")
-            flat += [f"  - {kk}: {_md_value(x) if _scalar(x) or isinstance(x, list) else '(in result.json)'}"
-                     for kk, x in v.items()]
+            flat += [f"  - {kk}: {_cell(x)}" for kk, x in v.items()]
         else:
             flat.append(f"- **{k}**: {_md_value(v)}")
     return flat + blocks
@@ -172,11 +174,7 @@ def render_report(run_dir: Path) -> Path:
         raise ValueError(f"{run_dir} has no result.json: not a finished run folder") from e
     except ValueError as e:
         raise ValueError(f"{path} is damaged ({e}); rerun the recipe with --resume to rewrite it") from e
-    old = run_dir / "report.md"
-    if "run" not in doc and old.is_file():  # result.json written before it recorded the run's name
-        m = re.search(r"^Run `([^`]+)`", old.read_text(encoding="utf-8"), re.MULTILINE)
-        doc["run"] = m.group(1) if m else None
-    return write_text_atomic(old, _markdown(doc, run_dir, doc.get("details") or {}))
+    return write_text_atomic(run_dir / "report.md", _markdown(doc, run_dir, doc.get("details") or {}))
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -54,15 +54,6 @@ def new_run_dir(paper: str, out: Path | None = None) -> Path:
     raise RuntimeError(f"could not create a fresh run folder under {base}")
 
 
-def pick_preset(presets: Mapping[str, Any], name: str | None, default: str, recipe: str) -> tuple[str, Any]:
-    """``(name, presets[name])`` with ``name`` defaulting to ``default``; an unknown name raises a ValueError that
-    lists the valid ones."""
-    name = name or default
-    if name not in presets:
-        raise ValueError(f"unknown preset {name!r} for {recipe}; valid: {', '.join(presets)}")
-    return name, presets[name]
-
-
 def _as_dict(config: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
