@@ -69,7 +69,7 @@ def test_cli_resume_needs_out():
 def test_every_recipe_has_the_skeleton_signature():
     import inspect
 
-    want = ["preset", "seeds", "out", "resume", "progress", "workers"]
+    want = ["preset", "seeds", "out", "resume", "progress", "workers", "precision"]
     for p in registry.papers():
         for name, target in p.recipes.items():
             params = inspect.signature(registry.resolve(target)).parameters

@@ -96,13 +96,16 @@ def reproduce(
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoints."),
     workers: int = typer.Option(None, "--workers", min=1,
                                 help="Train this many independent runs at once, in separate processes."),
+    precision: str = typer.Option(None, "--precision",
+                                  help="fp32, bf16 (mixed: fp32 weights, bf16 matmuls) or auto (bf16 where this "
+                                       "machine computes it fast); default: the preset's own."),
 ) -> None:
     """Run a paper's reproduction and write its report."""
     if resume and out is None:
         _fail("--resume needs --out DIR: the run folder to continue")
     run = registry.resolve(_recipe_target(name))
     try:
-        run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, workers=workers or 1)
+        run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, workers=workers or 1, precision=precision)
     except (FileNotFoundError, ValueError) as e:  # missing data, bad preset: one clear line, no traceback
         _fail(str(e))
     console.print(f"report: {Path(run_dir) / 'report.md'}")

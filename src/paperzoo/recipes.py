@@ -8,8 +8,8 @@ A recipe reads like this (the whole of ``run()`` is what is specific to its clai
     def train_job(job: Job, out: Path, resume: bool, progress: bool, data) -> dict:
         ...  # train job.variant with job.seed in ``out``; return a JSON-ready summary
 
-    def run(preset=None, seeds=None, out=None, resume=False, progress=True, workers=1) -> Path:
-        name, p, run_dir = start("mypaper", PRESETS, preset, seeds, out)
+    def run(preset=None, seeds=None, out=None, resume=False, progress=True, workers=1, precision=None) -> Path:
+        name, p, run_dir = start("mypaper", PRESETS, preset, seeds, out, precision=precision)
         jobs = [Job(v, s, cfg) for s in range(p.seeds) for v, cfg in variants(p).items()]
         res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(data,))
         v = Beats(higher_is_better=True).judge(res.values("ours", "acc"), res.values("baseline", "acc"),
@@ -37,6 +37,8 @@ from typing import Any
 from paperzoo.report.serial import dumps, write_text_atomic
 from paperzoo.report.verdict import AtLeast, AtMost, Beats, NonInferior, Paired, Verdict, all_of, smoke
 from paperzoo.train.config import TrainConfig
+from paperzoo.train.distributed import resolve_device
+from paperzoo.train.precision import PRECISIONS, resolve_precision
 
 JOB_FILE = "job.json"
 __all__ = ["AtLeast", "AtMost", "Beats", "Job", "NonInferior", "Paired", "Preset", "Results", "Verdict", "all_of",
@@ -63,8 +65,10 @@ class Preset:
 
 
 def pick(presets: Mapping[str, Preset], name: str | None, recipe: str, seeds: int | None = None,
-         default: str = "small") -> tuple[str, Preset]:
-    """``(name, preset)``: ``presets[name or default]`` with ``seeds`` replaced when given.
+         default: str = "small", precision: str | None = None) -> tuple[str, Preset]:
+    """``(name, preset)``: ``presets[name or default]`` with ``seeds`` and ``precision`` replaced when given
+    (``precision`` in every training config of the preset: its ``train`` and any other field that has one, such
+    as a fine-tuning config).
 
     An unknown name raises a ValueError listing the valid ones.
     """
@@ -75,22 +79,35 @@ def pick(presets: Mapping[str, Preset], name: str | None, recipe: str, seeds: in
     if seeds is not None:
         _check_seeds(seeds, "seeds")
         p = dataclasses.replace(p, seeds=seeds)
+    if precision is not None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+        p = dataclasses.replace(p, **{f.name: dataclasses.replace(v, precision=precision)
+                                      for f in dataclasses.fields(p) if _has_precision(v := getattr(p, f.name))})
     return name, p
 
 
+def _has_precision(v: Any) -> bool:
+    return dataclasses.is_dataclass(v) and not isinstance(v, type) and "precision" in {
+        f.name for f in dataclasses.fields(v)}
+
+
 def start(paper: str, presets: Mapping[str, Preset], preset: str | None, seeds: int | None, out: Path | None,
-          recipe: str | None = None, default: str = "small") -> tuple[str, Preset, Path]:
+          recipe: str | None = None, default: str = "small", precision: str | None = None
+          ) -> tuple[str, Preset, Path]:
     """Pick the preset, make the run folder and write its ``config.json``: ``(name, preset, run_dir)``.
 
-    ``config.json`` holds ``{"preset": name, **preset}``; reusing a folder made with another config is refused
-    (see :func:`paperzoo.report.write_config`).
+    ``config.json`` holds ``{"preset": name, **preset, "precision": {"used", "requested", "reason"}}`` (the
+    training precision resolved on this machine); reusing a folder made with another config, or another resolved
+    precision, is refused (see :func:`paperzoo.report.write_config`).
     """
     from paperzoo.report import new_run_dir, write_config
 
-    name, p = pick(presets, preset, recipe or paper, seeds, default)
+    name, p = pick(presets, preset, recipe or paper, seeds, default, precision)
+    used = resolve_precision(p.train.precision, resolve_device(p.train.device))
     run_dir = new_run_dir(paper, out)
-    write_config(run_dir, {"preset": name, **{f.name: getattr(p, f.name) for f in dataclasses.fields(p)}},
-                 seeds=range(p.seeds))
+    write_config(run_dir, {"preset": name, **{f.name: getattr(p, f.name) for f in dataclasses.fields(p)},
+                           "precision": used.to_dict()}, seeds=range(p.seeds))
     return name, p, run_dir
 
 

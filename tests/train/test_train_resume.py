@@ -43,9 +43,11 @@ def straight_params(cfg: dict = CFG) -> dict:
     return _straight(tuple(sorted(cfg.items())))
 
 
-def test_resume_bit_exact(tmp_path):
-    """2N steps straight == N steps, SIGTERM (in another process), resume N more: torch.equal everywhere."""
-    cfg = dict(CFG, ckpt_every=4)  # N=6 is not a multiple: the checkpoint at N comes from the signal
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_resume_bit_exact(tmp_path, precision):
+    """2N steps straight == N steps, SIGTERM (in another process), resume N more: torch.equal everywhere, in both
+    precisions (bf16 autocast keeps fp32 master weights and optimizer state, so a checkpoint is the same either way)."""
+    cfg = dict(CFG, ckpt_every=4, precision=precision)  # N=6 is not a multiple: the checkpoint at N is the signal's
     proc = run_script({"out_dir": str(tmp_path), "cfg": cfg, "kill_at": N})
     assert proc.returncode == 128 + 15, proc.stderr
     assert "SIGTERM" in proc.stderr and f"step {N}/" in proc.stderr

@@ -6,8 +6,9 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from .precision import PRECISIONS
+
 SCHEDULES = ("cosine", "linear", "constant")
-PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,8 @@ class TrainConfig:
     ``eval_every`` / ``ckpt_every`` of ``None`` or 0 turn the periodic event off (evaluation and a
     checkpoint still happen at the end). ``grad_clip=None`` turns clipping off.
     ``device`` is "auto" (cuda when available), "cpu", "cuda" or "cuda:N".
-    ``precision`` "bf16" runs ``loss_fn`` under ``torch.autocast`` (a GPU option; slow on CPU).
+    ``precision`` "fp32", "bf16" (``loss_fn`` and ``eval_fn`` under bf16 autocast; weights and optimizer state
+    stay fp32) or "auto" (bf16 where the device computes it fast, fp32 elsewhere: see :mod:`.precision`).
     """
 
     steps: int = 1000

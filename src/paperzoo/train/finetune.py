@@ -22,6 +22,7 @@ from torch.utils.data import TensorDataset
 
 from paperzoo.data.tokenizer import encode_batch
 from paperzoo.train.config import TrainConfig
+from paperzoo.train.precision import resolve_precision
 from paperzoo.train.rng import seed_everything
 from paperzoo.train.trainer import Trainer
 
@@ -46,6 +47,7 @@ class FinetuneConfig:
     max_test: int | None = None
     dropout: float = 0.1
     device: str = "cpu"  # TrainConfig.device: "auto", "cpu", "cuda" or "cuda:N"
+    precision: str = "fp32"  # TrainConfig.precision: "fp32", "bf16" or "auto"
 
     def steps_for(self, n_train: int) -> int:
         steps = max(1, math.ceil(self.epochs * n_train / self.batch_size))
@@ -78,13 +80,15 @@ def _subset(texts, labels, cap: int | None, seed: int):
 
 
 @torch.no_grad()
-@torch.no_grad()
-def predict(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, batch: int = 256) -> torch.Tensor:
-    """Argmax labels (N,) of ``model`` on encoded inputs, computed on the model's device, returned on the CPU."""
+def predict(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, batch: int = 256,
+            precision: str = "fp32") -> torch.Tensor:
+    """Argmax labels (N,) of ``model`` on encoded inputs, computed on the model's device in ``precision``,
+    returned on the CPU."""
     model.eval()
     dev = next(model.parameters()).device
-    out = [model(input_ids=ids[i:i + batch].to(dev), attention_mask=mask[i:i + batch].to(dev)).logits.argmax(-1).cpu()
-           for i in range(0, len(ids), batch)]
+    with resolve_precision(precision, dev).autocast(dev):
+        out = [model(input_ids=ids[i:i + batch].to(dev), attention_mask=mask[i:i + batch].to(dev)).logits
+               .argmax(-1).cpu() for i in range(0, len(ids), batch)]
     return torch.cat(out)
 
 
@@ -110,14 +114,15 @@ def finetune_task(classifier_fn: Callable[[int], tuple[nn.Module, list[dict]]], 
     steps = cfg.steps_for(len(texts))
     tc = TrainConfig(steps=steps, batch_size=min(cfg.batch_size, len(texts)), lr=cfg.lr,
                      weight_decay=cfg.weight_decay, warmup_steps=int(cfg.warmup_frac * steps), schedule="linear",
-                     grad_clip=1.0, eval_every=0, ckpt_every=0, log_every=max(1, steps), seed=seed, device=cfg.device)
+                     grad_clip=1.0, eval_every=0, ckpt_every=0, log_every=max(1, steps), seed=seed, device=cfg.device,
+                     precision=cfg.precision)
 
     def loss_fn(m, batch):
         i, a, lab = batch
         return m(input_ids=i, attention_mask=a, labels=lab).loss
 
     Trainer(model, tc, TensorDataset(ids, mask, y), loss_fn, param_groups=groups, progress=progress).fit()
-    pred = predict(model, t_ids, t_mask)
+    pred = predict(model, t_ids, t_mask, precision=cfg.precision)
     if task == "CoLA":
         metric, score = "mcc", matthews_corrcoef(pred, t_y)
     else:

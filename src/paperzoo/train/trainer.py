@@ -42,6 +42,7 @@ from .config import TrainConfig
 from .metrics import MetricsLog, ProgressDisplay
 from .metrics import say as metrics_say
 from .optim import build_optimizer, build_scheduler
+from .precision import resolve_precision
 from .rng import get_rng_state, set_rng_state
 
 CHECKPOINT_VERSION = 1
@@ -156,6 +157,7 @@ class Trainer:
         self.progress = progress
         n = len(train_set)
         self.dist, self.device = distributed.setup(cfg.device)
+        self.precision = resolve_precision(cfg.precision, self.device)
         try:
             _check_sizes(cfg, self.dist.world_size, n)
         except ValueError:
@@ -233,7 +235,7 @@ class Trainer:
         was_training = self.raw_model.training
         self.raw_model.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.precision.autocast(self.device):
                 out = self.eval_fn(self.raw_model)
         finally:
             self.raw_model.train(was_training)
@@ -264,7 +266,7 @@ class Trainer:
         ``resume=True`` continues from the newest loadable ``ckpt-<step>.pt`` in ``out_dir`` (or starts
         fresh when there is none). The summary: ``step``, ``loss`` (last step's train loss), ``eval``
         (last eval metrics), ``wall_time_s`` and ``steps_per_s`` / ``samples_per_s`` of this session,
-        ``resumed_from`` (step or None). Call it once per Trainer.
+        ``resumed_from`` (step or None), ``precision`` (used, requested, reason). Call it once per Trainer.
         """
         cfg, info = self.cfg, self.dist
         main = info.is_main
@@ -298,6 +300,8 @@ class Trainer:
 
         display = ProgressDisplay(self.progress and main, cfg.steps, self.step)
         say = display.say if main else say
+        if cfg.precision != "fp32":
+            say(f"precision {self.precision.used} ({cfg.precision}: {self.precision.reason})")
         self._signal, self._stop = None, False
         old_handlers = self._install_handlers()
         self.model.train()
@@ -368,6 +372,7 @@ class Trainer:
             "steps_per_s": done / wall if wall > 0 else 0.0,
             "samples_per_s": done * cfg.batch_size / wall if wall > 0 else 0.0,
             "resumed_from": resumed_from,
+            "precision": self.precision.to_dict(),
         }
 
     def _exit_on_signal(self, say: Callable[[str], None]) -> None:
@@ -390,13 +395,12 @@ class Trainer:
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         metric_sums: dict[str, float] = {}
         local_n = 0
-        amp = torch.autocast(self.device.type, dtype=torch.bfloat16) if cfg.precision == "bf16" else None
         for m in range(cfg.grad_accum):
             part = parts[m * info.world_size + info.rank]
             batch = to_device(fetch(self.train_set, part, self.collate_fn), self.device)
             sync = m == cfg.grad_accum - 1 or not info.enabled
             with contextlib.nullcontext() if sync else self.model.no_sync():
-                with amp if amp is not None else contextlib.nullcontext():
+                with self.precision.autocast(self.device):
                     out = self.loss_fn(self.model, batch, step=step) if self._loss_takes_step else \
                         self.loss_fn(self.model, batch)
                     loss, metrics = _unpack_loss(out, step)

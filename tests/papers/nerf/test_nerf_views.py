@@ -49,3 +49,12 @@ def test_video_and_panel_files(tmp_path):
 
     panel = save_panel([(frames[0], frames[1]), (frames[1], frames[2])], tmp_path / "panel.png")
     assert Image.open(panel).size == (42, 20)
+
+
+def test_image_metrics_are_fp32_under_bf16_autocast():
+    """The Trainer evaluates under the run's autocast: SSIM's convolutions must not drop to bf16 (they overflow)."""
+    gt = torch.rand(2, 32, 32, 3, generator=torch.Generator().manual_seed(1))
+    pred = (gt + 0.05).clamp(0, 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        amp = image_metrics(pred, gt)
+    assert amp == image_metrics(pred, gt)

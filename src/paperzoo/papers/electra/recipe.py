@@ -216,9 +216,10 @@ NOTES = ("Seed s pretrains every model and fine-tunes it, so the intervals inclu
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
+        progress: bool = True, workers: int = 1,
+        precision: str | None = None) -> Path:
     """ELECTRA vs MLM at equal FLOPs over ``seeds`` seeds; writes the report and returns the run folder."""
-    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out, "electra")
+    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out, "electra", precision=precision)
     p, tok, train, held, data = prepare(run_dir, p)
     flops = {mode: step_flops(mode, p, train) for mode in ("electra", "mlm")}
     steps = {"electra": p.train.steps, "mlm": max(1, round(p.train.steps * flops["electra"] / flops["mlm"]))}
@@ -251,9 +252,10 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
 
 
 def run_ablations(preset: str | None = None, seeds: int | None = None, out: Path | None = None,
-                  resume: bool = False, progress: bool = True, workers: int = 1) -> Path:
+                  resume: bool = False, progress: bool = True, workers: int = 1,
+                  precision: str | None = None) -> Path:
     """ELECTRA, All-Tokens MLM, Replace MLM, ELECTRA 15% and MLM at equal steps, and the control; writes the report."""
-    name, p, run_dir = start(PAPER, ABLATION_PRESETS, preset, seeds, out, "electra-ablations")
+    name, p, run_dir = start(PAPER, ABLATION_PRESETS, preset, seeds, out, "electra-ablations", precision=precision)
     p, tok, train, held, data = prepare(run_dir, p)
     flops = {mode: step_flops(mode, p, train) for mode in ABLATION_MODES}
     modes = (*ABLATION_MODES, CONTROL)

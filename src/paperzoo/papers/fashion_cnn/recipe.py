@@ -87,9 +87,10 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: FashionPrese
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
+        progress: bool = True, workers: int = 1,
+        precision: str | None = None) -> Path:
     """Train ``seeds`` seeds of SmallCNN and write the report; returns the run folder."""
-    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out)
+    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out, precision=precision)
     res = run_jobs(train_job, [Job("cnn", s, p.model) for s in range(p.seeds)], run_dir, resume=resume,
                    workers=workers, progress=progress, args=(p,))
     accs, secs = res.values("cnn", "test_acc"), res.values("cnn", "train_seconds")

@@ -326,13 +326,14 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, run_dir: str, p
 
 # ------------------------------------------------------------------------------------------------------ recipe
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
+        progress: bool = True, workers: int = 1,
+        precision: str | None = None) -> Path:
     """Funnel vs the FLOP-matched standard Transformer over the preset's seeds; writes the report, returns the
     run folder. ``workers > 1`` runs that many (architecture, seed) jobs at once in separate processes."""
     from paperzoo.report import compare, write_result
 
     t_start = time.perf_counter()
-    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out)
+    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out, precision=precision)
     tok, p = _vocabulary(run_dir, p)
     lens = tuple(sorted({p.seq_len, p.finetune.max_len}))
     depth, _ = matched_depth(p.model, lens)  # the baseline: the shallowest with >= Funnel's FLOPs per token

@@ -211,11 +211,12 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: MobileNetV2P
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
+        progress: bool = True, workers: int = 1,
+        precision: str | None = None) -> Path:
     """Train every variant for every seed, judge both claims, write ``report.md``; returns the run folder."""
     from paperzoo.report import compare, plot_bars_with_ci, write_result
 
-    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out)
+    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out, precision=precision)
     jobs = [Job(v, s, p.model_config(v)) for s in range(p.seeds) for v in VARIANTS]
     res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(p,))
     acc = {v: res.values(v, "accuracy") for v in VARIANTS}

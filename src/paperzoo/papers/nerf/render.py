@@ -132,6 +132,7 @@ def _shade(model, rays_o: Tensor, rays_d: Tensor, z: Tensor, noise_std: float, w
     points = rays_o[:, None, :] + rays_d[:, None, :] * z[..., None]  # (R, S, 3): o + t d
     viewdirs = (rays_d / rays_d.norm(dim=-1, keepdim=True))[:, None, :].expand_as(points)  # unit directions
     rgb, raw = model(points, viewdirs if model.config.use_viewdirs else None)  # one batched call for R x S points
+    rgb, raw = rgb.float(), raw.float()  # compositing in fp32 also under bf16 autocast (cumprod of 1 - alpha)
     sigma = model.density(raw, noise_std, generator)
     return composite(rgb, sigma, z, rays_d, white_background)
 

@@ -31,11 +31,12 @@ def image_metrics(pred: Tensor, target: Tensor) -> dict[str, float]:
 
     _check_images(pred, target)
     p, t = (x.reshape(-1, *x.shape[-3:]).permute(0, 3, 1, 2).float().clamp(0, 1) for x in (pred, target))
-    mse = ((p - t) ** 2).flatten(1).mean(1)  # per image
-    out = {"psnr": float(psnr(mse).mean()),
-           "ssim": float(ssim(p, t, data_range=1.0, size_average=True))}
-    if min(p.shape[-2:]) >= MS_SSIM_MIN_SIDE:
-        out["ms_ssim"] = float(ms_ssim(p, t, data_range=1.0, size_average=True))
+    with torch.autocast(p.device.type, enabled=False):  # SSIM's Gaussian convolutions overflow in bf16
+        mse = ((p - t) ** 2).flatten(1).mean(1)  # per image
+        out = {"psnr": float(psnr(mse).mean()),
+               "ssim": float(ssim(p, t, data_range=1.0, size_average=True))}
+        if min(p.shape[-2:]) >= MS_SSIM_MIN_SIDE:
+            out["ms_ssim"] = float(ms_ssim(p, t, data_range=1.0, size_average=True))
     return out
 
 

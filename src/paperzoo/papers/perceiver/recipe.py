@@ -216,9 +216,10 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: PerceiverPre
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
+        progress: bool = True, workers: int = 1,
+        precision: str | None = None) -> Path:
     """Train Perceiver and the baseline on every task of the preset over ``seeds`` seeds; write the report."""
-    name, p, run_dir = start("perceiver", PRESETS, preset, seeds, out)
+    name, p, run_dir = start("perceiver", PRESETS, preset, seeds, out, precision=precision)
     kinds = ("perceiver", "transformer")
     jobs = [Job(f"{t}/{k}", s, (t, k)) for t in p.tasks for k in kinds for s in range(p.seeds)]
     res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(p,))

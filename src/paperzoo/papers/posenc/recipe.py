@@ -354,9 +354,10 @@ def _readings(results: dict[str, list[dict]], L: int, perm: dict[str, float], un
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
+        progress: bool = True, workers: int = 1,
+        precision: str | None = None) -> Path:
     """Train every encoding for ``seeds`` seeds, evaluate at L, 2L, 4L and write the report; returns the run folder."""
-    name, p, run_dir = start("posenc", PRESETS, preset, seeds, out)
+    name, p, run_dir = start("posenc", PRESETS, preset, seeds, out, precision=precision)
     base = replace(p.model, vocab_size=len(vocabulary()))
     L = base.transformer.max_len
     jobs = [Job(enc, s, config_for(base, enc)) for enc in p.encodings for s in range(p.seeds)]

@@ -184,11 +184,12 @@ def plot_scaling(sizes: list[int], panels: dict[str, dict[str, list[float]]], pa
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
+        progress: bool = True, workers: int = 1,
+        precision: str | None = None) -> Path:
     """Train Swin and ViT over ``seeds`` seeds, measure cost scaling, write the report; returns the run folder."""
     from paperzoo.data import load_cifar10
 
-    name, p, run_dir = start("swin", PRESETS, preset, seeds, out)
+    name, p, run_dir = start("swin", PRESETS, preset, seeds, out, precision=precision)
     data = tuple(_subset(load_cifar10(split), n) for split, n in (("train", p.subset), ("test", p.test_subset)))
     jobs = [Job(k, s, p.model[k]) for k in MODELS for s in range(p.seeds)]
     res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(p.train, data))

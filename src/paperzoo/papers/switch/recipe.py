@@ -224,12 +224,13 @@ def step_speedup(dense_final: float, curve: list[dict], steps: int) -> float | N
 
 # ----------------------------------------------------------------------------------------------------- report
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
-        progress: bool = True, workers: int = 1) -> Path:
+        progress: bool = True, workers: int = 1,
+        precision: str | None = None) -> Path:
     """Train every job, judge the smallest Switch model against dense per seed, write the report; returns the
     run folder."""
     from paperzoo.report import plot_bars_with_ci, plot_metrics, write_result
 
-    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out)
+    name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out, precision=precision)
     train_ids, eval_ids = build_data(p, run_dir)
     res = run_jobs(train_job, jobs(p), run_dir, resume=resume, workers=workers, progress=progress,
                    args=(p, train_ids, eval_ids))
