@@ -8,6 +8,8 @@
 The encoding is :func:`paperzoo.nn.posenc.frequency_encoding` in the official code's convention (no pi, raw input
 first); ``pi=True`` restores the paper's eq. 4. The density activation is applied by :meth:`NeRFMLP.density`, after
 the optional training noise is added to the raw output (the official ``raw2outputs``): ReLU (the paper) or softplus.
+``condition_dim > 0`` joins a per-point conditioning vector to the colour branch's input, ``[feature, gamma(d),
+condition]`` (Nerfies' appearance and camera codes); it never reaches the density. 0 (the default) is NeRF itself.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class NeRFConfig:
 
     ``xyz_freqs`` / ``dir_freqs``: the encoding's L for points and directions (10 and 4 in the paper);
     ``positional_encoding=False`` feeds raw coordinates (the paper's "no PE" ablation); ``use_viewdirs=False`` drops
-    the direction input (colour from the trunk alone: the "no view dependence" ablation).
+    the direction input (colour from the trunk alone: the "no view dependence" ablation). ``condition_dim``: channels
+    of an extra input to the colour branch (0: none; with ``use_viewdirs=False`` the branch is built for it alone).
     """
 
     num_layers: int = 8
@@ -44,6 +47,7 @@ class NeRFConfig:
     pi: bool = False
     use_viewdirs: bool = True
     density_activation: str = "relu"
+    condition_dim: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "skips", tuple(self.skips))
@@ -74,7 +78,7 @@ PRESETS: dict[str, dict] = {  # NeRFConfig arguments of each preset
 
 
 class NeRFMLP(nn.Module):
-    """``forward(points, directions) -> (rgb in [0, 1], raw density)``, both over any leading shape ``(...)``."""
+    """``forward(points, directions, condition) -> (rgb in [0, 1], raw density)``, over any leading shape ``(...)``."""
 
     config_class = NeRFConfig
 
@@ -86,9 +90,9 @@ class NeRFMLP(nn.Module):
         widths = [c.xyz_channels] + [c.dim + (c.xyz_channels if i in c.skips else 0) for i in range(c.num_layers - 1)]
         self.trunk = nn.ModuleList(nn.Linear(w, c.dim) for w in widths)
         self.sigma = nn.Linear(c.dim, 1)
-        if c.use_viewdirs:
+        if c.use_viewdirs or c.condition_dim:
             self.feature = nn.Linear(c.dim, c.dim)
-            self.view = nn.Linear(c.dim + c.dir_channels, c.color_dim)
+            self.view = nn.Linear(c.dim + (c.dir_channels if c.use_viewdirs else 0) + c.condition_dim, c.color_dim)
             self.rgb = nn.Linear(c.color_dim, 3)
         else:
             self.rgb = nn.Linear(c.dim, 3)
@@ -103,8 +107,10 @@ class NeRFMLP(nn.Module):
         c = self.config
         return frequency_encoding(x, num_freqs, pi=c.pi) if c.positional_encoding else x
 
-    def forward(self, points: Tensor, directions: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """``points`` (..., 3) and unit ``directions`` (..., 3) -> ``rgb`` (..., 3) in [0, 1], raw ``sigma`` (...)."""
+    def forward(self, points: Tensor, directions: Tensor | None = None, condition: Tensor | None = None
+                ) -> tuple[Tensor, Tensor]:
+        """``points`` (..., 3), unit ``directions`` (..., 3) and, if ``condition_dim``, ``condition``
+        (..., condition_dim) -> ``rgb`` (..., 3) in [0, 1], raw ``sigma`` (...)."""
         c = self.config
         _check_points(points, "points")
         if c.use_viewdirs:
@@ -114,6 +120,7 @@ class NeRFMLP(nn.Module):
             if directions.shape != points.shape:
                 raise ValueError(f"directions must have the points' shape {tuple(points.shape)}, "
                                  f"got {tuple(directions.shape)}")
+        _check_condition(condition, points, c.condition_dim)
         x = self.encode(points, c.xyz_freqs)  # gamma(x): (..., 63)
         h = x
         for i, layer in enumerate(self.trunk):
@@ -121,9 +128,13 @@ class NeRFMLP(nn.Module):
             if i in c.skips:
                 h = torch.cat([x, h], dim=-1)  # the skip: gamma(x) joins again
         sigma = self.sigma(h).squeeze(-1)  # raw density, from x alone
-        if c.use_viewdirs:
-            h = torch.cat([self.feature(h), self.encode(directions, c.dir_freqs)], dim=-1)  # [bottleneck, gamma(d)]
-            h = F.relu(self.view(h))
+        if c.use_viewdirs or c.condition_dim:
+            parts = [self.feature(h)]  # the bottleneck
+            if c.use_viewdirs:
+                parts.append(self.encode(directions, c.dir_freqs))  # gamma(d)
+            if c.condition_dim:
+                parts.append(condition)  # e.g. Nerfies' appearance code psi_i
+            h = F.relu(self.view(torch.cat(parts, dim=-1)))  # [bottleneck, gamma(d), condition]
         return torch.sigmoid(self.rgb(h)), sigma
 
     def density(self, raw: Tensor, noise_std: float = 0.0, generator: torch.Generator | None = None) -> Tensor:
@@ -139,7 +150,7 @@ def _check_config(c: NeRFConfig) -> None:
         v = getattr(c, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"NeRFConfig.{name}: expected an int >= 1, got {v!r}")
-    for name in ("xyz_freqs", "dir_freqs"):
+    for name in ("xyz_freqs", "dir_freqs", "condition_dim"):
         v = getattr(c, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise ValueError(f"NeRFConfig.{name}: expected an int >= 0, got {v!r}")
@@ -155,3 +166,15 @@ def _check_points(x: Tensor, name: str) -> None:
     if not isinstance(x, Tensor) or not x.is_floating_point() or x.ndim < 2 or x.shape[-1] != 3:
         raise ValueError(f"{name}: expected a floating-point tensor of shape (..., 3) with at least 2 dims, got "
                          f"{getattr(x, 'dtype', type(x).__name__)} of shape {tuple(getattr(x, 'shape', ()))}")
+
+
+def _check_condition(condition: Tensor | None, points: Tensor, dim: int) -> None:
+    if dim == 0:
+        if condition is not None:
+            raise ValueError("condition: this model has condition_dim=0 and takes no condition")
+        return
+    want = (*points.shape[:-1], dim)
+    if not isinstance(condition, Tensor) or not condition.is_floating_point() or tuple(condition.shape) != want:
+        raise ValueError(f"condition: expected a floating-point tensor of shape {want} (the points' leading shape, "
+                         f"condition_dim={dim}), got {getattr(condition, 'dtype', type(condition).__name__)} of "
+                         f"shape {tuple(getattr(condition, 'shape', ()))}")
