@@ -64,7 +64,7 @@ READING_LIST: tuple[Paper, ...] = (
     Paper("funnel", "Funnel-Transformer: Filtering out Sequential Redundancy for Efficient Language "
           "Processing", "2006.03236", 2020),
     Paper("nerf", "NeRF: Representing Scenes as Neural Radiance Fields for View Synthesis", "2003.08934", 2020),
-    Paper("nerfies", "Nerfies: Deformable Neural Radiance Fields", "2011.12948", 2020),
+    Paper("nerfies", "Nerfies: Deformable Neural Radiance Fields", "2011.12948", 2020, models=("Nerfies",)),
     Paper("switch", "Switch Transformers: Scaling to Trillion Parameter Models with Simple and Efficient "
           "Sparsity", "2101.03961", 2021),
     Paper("latent-shift", "Gifsplanation via Latent Shift: A Simple Autoencoder Approach to Counterfactual "
