@@ -12,6 +12,15 @@ from paperzoo.data.download import DownloadError, download_file, fetch
 from paperzoo.data.fsdd import SpokenDigits, load_fsdd, pad_or_crop
 from paperzoo.data.idx import load_fashion_mnist, load_mnist, parse_idx, read_idx
 from paperzoo.data.nerf import NerfScene, composite, focal_from_fov, holdout, load_blender, load_tiny_nerf
+from paperzoo.data.nerfies import Cameras, NerfiesCapture, load_nerfies, nerfies_rays
+from paperzoo.data.nonrigid import (
+    NonrigidTruth,
+    canonical_fields,
+    generate_nonrigid,
+    load_nonrigid_truth,
+    render_nonrigid,
+    true_warp,
+)
 from paperzoo.data.store import DataNotFoundError, cache_root, data_root, is_present, require, sha256_file, verify
 from paperzoo.data.tensors import ArrayDataset, ImageDataset
 from paperzoo.data.text import (
@@ -28,11 +37,12 @@ from paperzoo.data.text import (
 )
 
 __all__ = [
-    "DATASETS", "ArrayDataset", "DataNotFoundError", "DatasetInfo", "DownloadError", "FileInfo", "ImageDataset",
-    "NerfScene", "SpokenDigits", "TextDataset", "cache_root", "composite", "data_root", "download_file", "fetch",
-    "focal_from_fov", "get_info", "holdout", "is_present", "load_agnews", "load_blender", "load_cifar10",
-    "load_fashion_mnist",
-    "load_fsdd", "load_imdb", "load_mnist", "load_senteval", "load_sms_spam", "load_sst2", "load_tinyshakespeare",
-    "load_tiny_nerf", "load_wikitext2", "load_youtube_spam", "pad_or_crop", "parse_idx", "read_idx", "require",
-    "seeded_split", "sha256_file", "verify",
+    "DATASETS", "ArrayDataset", "Cameras", "DataNotFoundError", "DatasetInfo", "DownloadError", "FileInfo",
+    "ImageDataset", "NerfScene", "NerfiesCapture", "NonrigidTruth", "SpokenDigits", "TextDataset", "cache_root",
+    "canonical_fields", "composite", "data_root", "download_file", "fetch", "focal_from_fov", "generate_nonrigid",
+    "get_info", "holdout", "is_present", "load_agnews", "load_blender", "load_cifar10", "load_fashion_mnist",
+    "load_fsdd", "load_imdb", "load_mnist", "load_nerfies", "load_nonrigid_truth", "load_senteval", "load_sms_spam",
+    "load_sst2", "load_tinyshakespeare", "load_tiny_nerf", "load_wikitext2", "load_youtube_spam", "nerfies_rays",
+    "pad_or_crop", "parse_idx", "read_idx", "render_nonrigid", "require", "seeded_split", "sha256_file", "true_warp",
+    "verify",
 ]
