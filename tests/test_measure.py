@@ -25,3 +25,17 @@ def test_activation_bytes_counts_what_backward_keeps():
     with torch.no_grad():
         assert activation_bytes(lambda: x @ w) == 0  # nothing is kept without autograd
     assert activation_bytes(lambda: (x @ w).relu()) > activation_bytes(lambda: x @ w)
+
+
+def test_count_flops_counts_cpu_fused_attention_like_its_matmuls():
+    """torch's registry counts the CPU's fused SDPA kernel as 0 FLOPs; ours counts its two matmuls (forward) and the
+    backward's five (flash recomputes the scores), as torch's formula does for the GPU kernels."""
+    from paperzoo.measure import count_flops
+
+    b, h, L, e = 2, 4, 16, 8
+    q = torch.randn(b, h, L, e)
+    fwd = count_flops(lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q))
+    assert fwd == 2 * (2 * b * h * L * L * e)
+    qg = q.clone().requires_grad_()
+    both = count_flops(lambda: torch.nn.functional.scaled_dot_product_attention(qg, qg, qg).sum().backward())
+    assert both == 7 * (2 * b * h * L * L * e)

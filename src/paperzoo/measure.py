@@ -26,16 +26,33 @@ def count_flops(fn: Callable[[], Any]) -> int:
     """FLOPs of everything ``fn()`` runs (forward, or forward and backward if ``fn`` calls ``backward``).
 
     Counted by :class:`torch.utils.flop_counter.FlopCounterMode`: a ``(m, k) @ (k, n)`` matmul is ``2*m*n*k``;
-    ops without a registered formula (elementwise, norms, softmax) count zero.
+    ops without a registered formula (elementwise, norms, softmax) count zero. ``scaled_dot_product_attention``
+    counts its two matmuls (and their backward) on every backend, the CPU's fused kernel included, which torch's
+    registry misses (it counts that kernel as zero).
     """
     from torch.utils.flop_counter import FlopCounterMode
 
     if not callable(fn):
         raise ValueError(f"count_flops expects a zero-argument callable, got {type(fn).__name__}")
-    mode = FlopCounterMode(display=False)
+    mode = FlopCounterMode(display=False, custom_mapping=_cpu_sdpa_formulas())
     with mode:
         fn()
     return int(mode.get_total_flops())
+
+
+def _cpu_sdpa_formulas() -> dict:
+    """FLOP formulas for the CPU's fused attention kernels: the same count as the math path's two batched matmuls."""
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    aten = torch.ops.aten
+    formulas = {}
+    fwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    bwd = getattr(aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
+    if fwd is not None:
+        formulas[fwd] = lambda q, k, v, *args, out_shape=None, **kw: sdpa_flop_count(q, k, v)
+    if bwd is not None:
+        formulas[bwd] = lambda g, q, k, v, *args, out_shape=None, **kw: sdpa_backward_flop_count(g, q, k, v)
+    return formulas
 
 
 def _sync(device: torch.device) -> None:

@@ -47,6 +47,9 @@ def test_tiny_run_learns_the_views(tmp_path, monkeypatch):
         assert psnr > best_constant + 2.0, (psnr, best_constant)
     assert "smoke test" in doc["verdict_reason"]
     assert (run_dir / "nerf@24" / "seed-0" / "job.json").is_file() and (run_dir / "psnr_vs_steps.png").is_file()
+    for picture in ("held_out_views.png", "orbit.gif", "orbit.mp4", "orbit-depth.gif"):
+        assert (run_dir / picture).stat().st_size > 0, picture
+    assert "orbit.gif" in doc["plots"] and "Held-out views" in doc["notes"] and "fp32" in doc["notes"]
 
 
 def test_render_an_orbit_from_a_checkpoint(tmp_path, one_thread):

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -49,6 +50,12 @@ def test_video_and_panel_files(tmp_path):
 
     panel = save_panel([(frames[0], frames[1]), (frames[1], frames[2])], tmp_path / "panel.png")
     assert Image.open(panel).size == (42, 20)
+    depth = [torch.linspace(0, 1, 14).expand(10, 14)] * 2
+    with_depth = save_panel([(frames[0], frames[1]), (frames[1], frames[2])], tmp_path / "d.png", depth=depth)
+    px = torch.tensor(np.asarray(Image.open(with_depth)))
+    assert px.shape == (20, 56, 3) and px[0, 42, 0] == 0 and px[0, 55, 0] == 255  # the 4th column is the depth
+    with pytest.raises(ValueError, match="one depth map per row"):
+        save_panel([(frames[0], frames[1])], tmp_path / "e.png", depth=depth)
 
 
 def test_image_metrics_are_fp32_under_bf16_autocast():

@@ -81,15 +81,24 @@ def write_video(frames: Tensor | Sequence[Tensor], path: str | Path, fps: int = 
     return path
 
 
-def save_panel(rows: Sequence[tuple[Tensor, Tensor]], path: str | Path) -> Path:
-    """A PNG with one row per held-out view: ground truth | prediction | error (|difference|, x4 for visibility)."""
+def save_panel(rows: Sequence[tuple[Tensor, Tensor]], path: str | Path, depth: Sequence[Tensor] | None = None) -> Path:
+    """A PNG with one row per held-out view: ground truth | prediction | error (|difference|, x4 for visibility),
+    and | depth (``(H, W)`` in [0, 1], near = black) when ``depth`` gives one map per row."""
     from PIL import Image
 
+    if depth is not None and len(depth) != len(rows):
+        raise ValueError(f"save_panel: expected one depth map per row ({len(rows)}), got {len(depth)}")
     tiles = []
-    for gt, pred in rows:
+    for i, (gt, pred) in enumerate(rows):
         _check_images(pred, gt)
         err = ((pred - gt).abs() * 4).clamp(0, 1)
-        tiles.append(torch.cat([gt, pred, err], dim=1))  # (H, 3W, 3)
+        cols = [gt, pred.float(), err]
+        if depth is not None:
+            if depth[i].shape != gt.shape[:-1]:
+                raise ValueError(f"save_panel: depth map {i} must be (H, W) = {tuple(gt.shape[:-1])}, got "
+                                 f"{tuple(depth[i].shape)}")
+            cols.append(depth[i].float()[..., None].expand_as(gt))
+        tiles.append(torch.cat(cols, dim=1))  # (H, 3W or 4W, 3)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(_uint8(torch.cat(tiles, dim=0)[None])[0]).save(path)
     return Path(path)

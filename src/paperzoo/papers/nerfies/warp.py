@@ -278,6 +278,7 @@ class SE3Field(DeformationField):
 
     def _deform(self, points: Tensor, h: Tensor) -> Tensor:
         w, v = self.heads["w"](h), self.heads["v"](h)  # (..., 3) each: the twist in se(3)
+        w, v = w.to(points.dtype), v.to(points.dtype)  # the exp map in the points' precision, also under autocast
         exp = se3_apply if self.config.small_angle_guard else se3_apply_unguarded
         return exp(w, v, points)  # x' = exp([w]_x, v) x
 
@@ -289,7 +290,7 @@ class TranslationField(DeformationField):
     head_names = ("t",)
 
     def _deform(self, points: Tensor, h: Tensor) -> Tensor:
-        return points + self.heads["t"](h)  # x' = x + t
+        return points + self.heads["t"](h).to(points.dtype)  # x' = x + t (in the points' precision)
 
 
 def make_deformation(kind: str, config: WarpConfig) -> DeformationField | None:
