@@ -12,3 +12,15 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def _suite_runs_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("suite") / "runs"
+
+
+@pytest.fixture(autouse=True)
+def _runs_root_outside_the_checkout(_suite_runs_root, monkeypatch):
+    """Runs, their index and the record of ``--out`` folders go to a temp folder unless a test picks its own: a test
+    that runs a recipe into ``tmp_path`` must not touch ``./runs`` or ``./reports`` of the checkout."""
+    monkeypatch.setenv("PAPERZOO_RUNS", str(_suite_runs_root))

@@ -19,7 +19,7 @@ console = Console()
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}")
+    console.print(f"[red]error:[/red] {message}", soft_wrap=True, highlight=False)
     raise typer.Exit(code=2)
 
 
@@ -30,9 +30,14 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+def main(ctx: typer.Context,
+         version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="Print the version and exit.")) -> None:
     """paperzoo: papers you can run."""
+    from paperzoo.context import cli_context
+
+    # messages name the CLI's flags (--resume, --out), not the Python API, for this command and its workers
+    ctx.with_resource(cli_context())
 
 
 @app.command("list")
@@ -101,28 +106,51 @@ def reproduce(
                                        "machine computes it fast); default: the preset's own."),
 ) -> None:
     """Run a paper's reproduction and write its report."""
+    from paperzoo.recipes import discard_unstarted, started_runs
+    from paperzoo.report.run import RunFolderBusyError
+
     if resume and out is None:
         _fail("--resume needs --out DIR: the run folder to continue")
     run = registry.resolve(_recipe_target(name))
+    before = len(started_runs())
     try:
         run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, workers=workers or 1, precision=precision)
-    except (FileNotFoundError, ValueError) as e:  # missing data, bad preset: one clear line, no traceback
-        _fail(str(e))
+    except BaseException as e:
+        mine = started_runs()[before:]  # the run folder this command opened, if it got that far
+        if mine and discard_unstarted(mine[-1]):
+            mine = []  # it held nothing but its config: removed, so the last real result stays the newest
+        if isinstance(e, FileNotFoundError | ValueError | RunFolderBusyError):
+            _fail(str(e))  # missing data, bad preset, busy folder: one clear line, no traceback
+        code = e.code if isinstance(e, SystemExit) else 130 if isinstance(e, KeyboardInterrupt) else None
+        if code in (130, 143) and mine:
+            again = [f"paperzoo reproduce {name}", f"--out {mine[-1]}", "--resume"]
+            again += [f"{flag} {v}" for flag, v in (("--preset", preset), ("--seeds", seeds), ("--workers", workers),
+                                                    ("--precision", precision)) if v is not None]
+            console.print(f"interrupted; continue with: {' '.join(again)}", highlight=False, soft_wrap=True)
+        if code in (130, 143):
+            raise typer.Exit(code=code) from None
+        raise
     console.print(f"report: {Path(run_dir) / 'report.md'}")
 
 
 @app.command()
 def bench(
     name: str = typer.Argument(..., help="Benchmark name."),
-    json_path: Path = typer.Option(None, "--json", help="Write the figures as JSON to this path."),
+    json_path: Path = typer.Option(None, "--json", help="Write the figures as JSON to this path (a .md beside it)."),
+    commit: bool = typer.Option(False, "--commit",
+                                help="Write the committed benchmarks/NAME.json and .md (run from the repository root; "
+                                     "hand-written readings in the .md are kept). Default: runs/bench/NAME/<stamp>/."),
 ) -> None:
     """Time ours against the peer library in one process and print the ratios."""
     from paperzoo.bench import run_bench
+    from paperzoo.bench.runner import BenchOptionError
 
     try:
-        run_bench(name, json_path=json_path)
+        run_bench(name, json_path=json_path, commit=commit)
     except KeyError as e:
         _fail(str(e.args[0]))
+    except BenchOptionError as e:
+        _fail(str(e))
 
 
 @app.command()

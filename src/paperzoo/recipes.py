@@ -23,6 +23,8 @@ Conventions shared by every recipe:
 * A job's folder is ``<run_dir>/<variant>/seed-<seed>/`` and its finished result is ``job.json`` there; with
   ``resume`` a finished job is read back instead of recomputed, so ``--resume`` and ``--workers`` behave the same
   in every recipe. The training engine's checkpoints in the same folder resume an unfinished job exactly.
+* :func:`start` locks the run folder (a second run into it fails at once, naming the first); SIGINT/SIGTERM
+  checkpoints the running jobs and starts no other (``paperzoo.train.parallel``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from paperzoo.train.precision import PRECISIONS, resolve_precision
 
 JOB_FILE = "job.json"
 __all__ = ["AtLeast", "AtMost", "Beats", "Job", "NonInferior", "Paired", "Preset", "Results", "Verdict", "all_of",
-           "cached", "pick", "run_jobs", "smoke", "start"]
+           "cached", "discard_unstarted", "pick", "run_jobs", "smoke", "start", "started_runs"]
 
 
 # ----------------------------------------------------------------------------------------------------- presets
@@ -95,20 +97,73 @@ def _has_precision(v: Any) -> bool:
 def start(paper: str, presets: Mapping[str, Preset], preset: str | None, seeds: int | None, out: Path | None,
           recipe: str | None = None, default: str = "small", precision: str | None = None
           ) -> tuple[str, Preset, Path]:
-    """Pick the preset, make the run folder and write its ``config.json``: ``(name, preset, run_dir)``.
+    """Pick the preset, make the run folder, lock it and write its ``config.json``: ``(name, preset, run_dir)``.
+
+    The lock (``run_dir/.lock``, see :func:`paperzoo.report.run.lock_run_dir`) is held until the run's result is
+    written or this process ends: a second run into the same folder fails at once, naming the first.
 
     ``config.json`` holds ``{"preset": name, **preset, "precision": {"used", "requested", "reason"}}`` (the
     training precision resolved on this machine); reusing a folder made with another config, or another resolved
     precision, is refused (see :func:`paperzoo.report.write_config`).
     """
     from paperzoo.report import new_run_dir, write_config
+    from paperzoo.report.run import lock_run_dir, release_run_dir
 
     name, p = pick(presets, preset, recipe or paper, seeds, default, precision)
     used = resolve_precision(p.train.precision, resolve_device(p.train.device))
+    existed = out is not None and Path(out).exists()
     run_dir = new_run_dir(paper, out)
-    write_config(run_dir, {"preset": name, **{f.name: getattr(p, f.name) for f in dataclasses.fields(p)},
-                           "precision": used.to_dict()}, seeds=range(p.seeds))
+    lock_run_dir(run_dir)  # before anything is written: a second run into this folder stops here
+    _STARTED.append((run_dir, not existed))
+    try:
+        write_config(run_dir, {"preset": name, **{f.name: getattr(p, f.name) for f in dataclasses.fields(p)},
+                               "precision": used.to_dict()}, seeds=range(p.seeds))
+    except BaseException:
+        if not discard_unstarted(run_dir):
+            release_run_dir(run_dir)
+        raise
     return name, p, run_dir
+
+
+_STARTED: list[tuple[Path, bool]] = []  # (run folder, made by this process) for every start() in this process
+_UNSTARTED_FILES = {"config.json", ".lock"}
+
+
+def started_runs() -> list[Path]:
+    """The run folders :func:`start` opened in this process, oldest first."""
+    return [d for d, _ in _STARTED]
+
+
+def discard_unstarted(run_dir: Path | None = None) -> bool:
+    """Remove ``run_dir`` (default: the newest run :func:`start` opened in this process) if this process made it and
+    it holds nothing but ``config.json``, the lock and empty job folders: a start that failed before any job did
+    anything (missing data, a bad option) leaves no run behind to hide the last real result. Returns whether it
+    was removed; the folder's lock is released either way when it was.
+    """
+    from paperzoo.report.run import holds_lock, release_run_dir
+
+    made = dict(_STARTED)
+    if run_dir is None:
+        if not _STARTED:
+            return False
+        run_dir = _STARTED[-1][0]
+    run_dir = Path(run_dir)
+    if not made.get(run_dir) or not holds_lock(run_dir) or not run_dir.is_dir():
+        return False
+    files = [f for f in run_dir.rglob("*") if not f.is_dir()]
+    if any(f.parent != run_dir or f.name not in _UNSTARTED_FILES for f in files):
+        return False
+    release_run_dir(run_dir)
+    for f in files:
+        f.unlink(missing_ok=True)
+    for d in sorted((d for d in run_dir.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+        d.rmdir()
+    try:
+        run_dir.rmdir()
+    except OSError:  # something appeared meanwhile: keep it
+        return False
+    _STARTED[:] = [(d, m) for d, m in _STARTED if d != run_dir]
+    return True
 
 
 # ----------------------------------------------------------------------------------------------------- jobs

@@ -6,6 +6,7 @@ from rich.console import Console
 from paperzoo.bench import BENCHES, BenchResult, Stats, all_benches, print_table, run_bench, write_json
 from paperzoo.bench.__main__ import main
 from paperzoo.bench.core import peak
+from paperzoo.bench.runner import BenchOptionError
 
 
 def _fake_bench():
@@ -58,12 +59,54 @@ def test_run_bench_writes_json_and_markdown(tmp_path, monkeypatch):
 
 def test_run_bench_default_path_and_bad_return(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
     monkeypatch.setitem(BENCHES, "fake", _fake_bench)
-    run_bench("fake", console=Console(file=open(tmp_path / "log", "w")))
-    assert (tmp_path / "benchmarks" / "fake.json").is_file() and (tmp_path / "benchmarks" / "fake.md").is_file()
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "fake.md").write_text("committed, with hand-written readings")
+    console = Console(record=True, width=300, file=open(tmp_path / "log", "w"))
+    run_bench("fake", console=console)
+    assert (tmp_path / "benchmarks" / "fake.md").read_text() == "committed, with hand-written readings"
+    assert not (tmp_path / "benchmarks" / "fake.json").exists()
+    (written,) = (tmp_path / "runs" / "bench" / "fake").glob("*/fake.json")
+    assert written.with_suffix(".md").is_file() and f"wrote {written}" in console.export_text()
     monkeypatch.setitem(BENCHES, "bad", lambda: 42)
     with pytest.raises(ValueError, match="must return"):
         run_bench("bad", json_path=tmp_path / "bad.json")
+
+
+def test_commit_writes_benchmarks_and_keeps_the_readings(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(BENCHES, "fake", _fake_bench)
+    quiet = Console(file=open(tmp_path / "log", "w"))
+    with pytest.raises(BenchOptionError, match="no benchmarks/ folder"):
+        run_bench("fake", commit=True, console=quiet)
+    with pytest.raises(BenchOptionError, match="not both"):
+        run_bench("fake", json_path=tmp_path / "x.json", commit=True, console=quiet)
+    (tmp_path / "benchmarks").mkdir()
+    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet)
+    md = tmp_path / "benchmarks" / "fake.md"
+    md.write_text(md.read_text() + "\n**Reading.** Ours is 2x faster because of X.\n")
+    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet)
+    text = md.read_text()
+    assert text.count("| mm | 64x64 |") == 1 and text.count("**Reading.** Ours is 2x faster") == 1
+    assert "_Readings below were written for the run of " in text
+    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet)  # and again: one header
+    assert md.read_text().count("_Readings below") == 1 and md.read_text().count("**Reading.**") == 1
+
+
+def test_cli_bench_flags(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from paperzoo.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setitem(BENCHES, "fake", _fake_bench)
+    result = CliRunner().invoke(app, ["bench", "fake"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0 and "the committed benchmarks/ are untouched" in result.output, result.output
+    assert not (tmp_path / "benchmarks").exists()
+    result = CliRunner().invoke(app, ["bench", "fake", "--commit"], env={"COLUMNS": "300"})
+    assert result.exit_code == 2 and "error: --commit writes benchmarks/fake.json" in result.output, result.output
 
 
 def test_module_entry_point(tmp_path, monkeypatch, capsys):
@@ -71,6 +114,7 @@ def test_module_entry_point(tmp_path, monkeypatch, capsys):
     assert main(["fake", "--json", str(tmp_path / "f.json")]) == 0
     assert (tmp_path / "f.md").is_file()
     assert main(["nope"]) == 2 and "valid names" in capsys.readouterr().err
+    assert main(["fake", "--commit", "--json", str(tmp_path / "g.json")]) == 2 and "not both" in capsys.readouterr().err
     assert main([]) == 0 and "peak" in capsys.readouterr().out
 
 

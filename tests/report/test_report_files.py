@@ -124,6 +124,30 @@ def test_index_lists_every_run_with_its_verdict(runs):
     assert ">c<" not in page
 
 
+def test_index_latest_is_the_newest_finished_run_and_unfinished_runs_are_apart(runs):
+    done = new_run_dir("a")
+    write_config(done, {"seed": 0})
+    write_result(done, "a", "claim of a", {"x": [1.0, 2.0]}, "reproduced")
+    later = runs / "a" / "99999999-999999"  # a newer start that failed or was interrupted: config.json only
+    later.mkdir()
+    write_config(later, {"seed": 0})
+    page = build_index(runs).read_text()
+    summary, finished, unfinished = (page.split("<h2>Latest per paper</h2>")[1].split("<h2>All finished runs</h2>")[0],
+                                     *page.split("<h2>All finished runs</h2>")[1].split("<h2>Unfinished runs</h2>"))
+    assert "reproduced" in summary and "no result" not in summary and done.name in summary
+    assert done.name in finished and later.name not in finished
+    assert later.name in unfinished and "no result" in unfinished and done.name not in unfinished
+
+
+def test_index_shows_runs_written_outside_the_runs_root(runs, tmp_path):
+    elsewhere = new_run_dir("a", tmp_path / "mine" / "try-1")
+    write_config(elsewhere, {"seed": 0})
+    write_result(elsewhere, "a", "claim of a", {"x": [1.0, 2.0]}, "inconclusive")
+    page = (runs.parent / "reports" / "index.html").read_text()  # rebuilt by write_result
+    assert "try-1" in page and "inconclusive" in page and str(elsewhere) in page
+    assert 'href="../mine/try-1/report.md"' in page
+
+
 def test_write_result_validates(runs):
     d = new_run_dir("x")
     with pytest.raises(ValueError, match="verdict must be one of"):
@@ -143,7 +167,8 @@ def test_write_result_validates(runs):
 
 
 def test_write_result_outside_runs_root_copies_plots_and_skips_index(runs, tmp_path):
-    d = new_run_dir("x", tmp_path / "custom")
+    d = tmp_path / "custom"  # made without new_run_dir: not recorded, so no index
+    d.mkdir()
     img = plot_bars_with_ci({"a": [1.0, 2.0, 1.5]}, tmp_path / "elsewhere.png")
     write_result(d, "x", "claim", {"a": [1.0, 1.1]}, compare([1.0, 1.1], [0.0, 0.1]), plots=[img])
     assert (d / "elsewhere.png").is_file()

@@ -4,6 +4,7 @@ import functools
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,11 @@ def test_corrupt_newest_checkpoint_falls_back(tmp_path):
 
 def test_no_loadable_checkpoint_is_an_error(tmp_path):
     (tmp_path / "ckpt-3.pt").write_bytes(b"garbage")
-    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="no loadable checkpoint"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the error lists every file: no warning per file besides
+        with pytest.raises(RuntimeError, match="no loadable checkpoint.*ckpt-3.pt: UnpicklingError"):
+            load_latest(tmp_path)
+    with pytest.raises(ValueError, match="delete these files"):  # a user's mistake to repair: the CLI's one line
         load_latest(tmp_path)
 
 

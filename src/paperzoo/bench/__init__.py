@@ -6,7 +6,8 @@ A paper's bench function (registered in its ``Paper.benches``) typically does::
     flops = count_flops(lambda: ours(x))
     return [BenchResult.from_stats("electra-small fwd", "batch 8 x 128", stats, flops=flops)], {}
 
-and ``paperzoo bench NAME`` prints the ratios and writes ``benchmarks/NAME.json`` and ``.md``.
+and ``paperzoo bench NAME`` prints the ratios and writes ``NAME.json`` and ``.md`` into a fresh
+``runs/bench/NAME/<stamp>/``; ``--commit`` writes the committed ``benchmarks/NAME.json`` and ``.md`` instead.
 """
 
 from paperzoo.bench.results import BenchResult, as_rows, bench_meta, markdown_table, print_table, write_json

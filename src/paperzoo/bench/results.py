@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
@@ -174,15 +175,57 @@ def bench_meta(name: str, command: str | None = None, peak_gflops: float | None 
 
 
 def write_json(path: Path, rows: Iterable[BenchResult | Mapping[str, Any]],
-               meta: Mapping[str, Any]) -> tuple[Path, Path]:
-    """Write ``{"meta": ..., "rows": [...]}`` to ``path`` and a Markdown table beside it (same name, ``.md``)."""
+               meta: Mapping[str, Any], keep_readings: bool = False) -> tuple[Path, Path]:
+    """Write ``{"meta": ..., "rows": [...]}`` to ``path`` and a Markdown table beside it (same name, ``.md``).
+
+    ``keep_readings``: text that a person added below the generated part of an existing ``.md`` (the readings of
+    the committed figures) is carried over under a line saying which run it was written for.
+    """
     path = Path(path)
     rows = as_rows(rows)
     meta = dict(meta)
+    md_path = path.with_suffix(".md")
+    readings = _readings(path, md_path) if keep_readings else ""
     write_text_atomic(path, dumps({"meta": meta, "rows": [r.as_dict() for r in rows]}))
+    md = markdown_file(rows, meta, path.stem)
+    if readings:
+        md += "\n" + readings + "\n"
+    md = write_text_atomic(md_path, md)
+    return path, md
+
+
+_READINGS = "_Readings below were written for the run of "
+
+
+def _readings(path: Path, md_path: Path) -> str:
+    """The hand-written part of the existing ``md_path``: what follows the text generated from ``path``'s figures,
+    headed by the date of the run it describes. A file that cannot be split so is copied to ``<name>.md.orig``."""
+    try:
+        old_md = md_path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        generated = markdown_file(as_rows(doc["rows"]), doc["meta"], path.stem)
+    except (OSError, ValueError, KeyError, TypeError):
+        generated = None
+    if generated is None or not old_md.startswith(generated):
+        backup = md_path.with_name(md_path.name + ".orig")
+        write_text_atomic(backup, old_md)
+        return f"_The previous {md_path.name} did not match its JSON; it is kept as {backup.name}._"
+    extra = old_md[len(generated):].strip()
+    if not extra or extra.startswith(_READINGS):
+        return extra
+    m = doc["meta"]
+    when = str(m.get("date", "?")) + (f", commit {m['git_commit']}" if m.get("git_commit") else "")
+    return f"{_READINGS}{when}; check them against the figures above._\n\n{extra}"
+
+
+def markdown_file(rows: Iterable[BenchResult | Mapping[str, Any]], meta: Mapping[str, Any], stem: str = "") -> str:
+    """The ``.md`` that :func:`write_json` writes for ``rows`` and ``meta``: header lines, the table, the notes."""
     m = meta.get("machine") or {}
     peak = meta.get("peak_gflops")
-    lines = [f"# bench: {meta.get('bench', path.stem)}", "",
+    lines = [f"# bench: {meta.get('bench', stem)}", "",
              f"- command: `{meta.get('command', '')}`",
              f"- date: {meta.get('date', '')}" + (f", commit {meta['git_commit']}" if meta.get("git_commit") else ""),
              f"- machine: {m.get('cpu', '?')}, {m.get('cpu_usable', m.get('cpu_count', '?'))} cores, "
@@ -194,5 +237,4 @@ def write_json(path: Path, rows: Iterable[BenchResult | Mapping[str, Any]],
     notes = meta.get("notes")
     if notes:
         lines += ["", str(notes)]
-    md = write_text_atomic(path.with_suffix(".md"), "\n".join(lines) + "\n")
-    return path, md
+    return "\n".join(lines) + "\n"

@@ -1,4 +1,7 @@
-"""The bench registry and :func:`run_bench`, behind ``paperzoo bench NAME`` and ``python -m paperzoo.bench NAME``."""
+"""The bench registry and :func:`run_bench`, behind ``paperzoo bench NAME`` and ``python -m paperzoo.bench NAME``.
+
+Results go to a fresh ``runs/bench/<name>/<stamp>/`` unless ``--commit`` (into ``benchmarks/``) or ``--json PATH``.
+"""
 
 from __future__ import annotations
 
@@ -51,9 +54,49 @@ def _split(out: Any, name: str) -> tuple[list[BenchResult], dict[str, Any]]:
     return as_rows(rows), dict(meta)
 
 
+class BenchOptionError(ValueError):
+    """Options of ``paperzoo bench`` that cannot be honoured (both ``--json`` and ``--commit``, no benchmarks/)."""
+
+
+def bench_path(name: str, json_path: Path | None = None, commit: bool = False) -> Path:
+    """Where :func:`run_bench` writes bench ``name``'s JSON (the ``.md`` goes beside it).
+
+    ``json_path`` if given; with ``commit``, the committed ``benchmarks/<name>.json`` of the checkout in the current
+    folder (a :class:`BenchOptionError` if there is no ``benchmarks/`` here); else a fresh
+    ``<runs root>/bench/<name>/<stamp>/``.
+    """
+    if json_path is not None and commit:
+        raise BenchOptionError("give either --json PATH or --commit, not both")
+    if json_path is not None:
+        return Path(json_path)
+    if commit:
+        if not Path("benchmarks").is_dir():
+            raise BenchOptionError(f"--commit writes benchmarks/{name}.json and .md of a paperzoo checkout, and "
+                             f"{Path.cwd()} has no benchmarks/ folder; run it from the repository root, or give "
+                             f"--json PATH")
+        return Path("benchmarks") / f"{name}.json"
+    from paperzoo.report.run import runs_root, utc_stamp
+
+    base = runs_root().absolute() / "bench" / name
+    base.mkdir(parents=True, exist_ok=True)
+    stamp = utc_stamp()
+    for i in range(1000):
+        folder = base / (stamp if i == 0 else f"{stamp}-{i}")
+        try:
+            folder.mkdir()
+            return folder / f"{name}.json"
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a fresh bench folder under {base}")
+
+
 def run_bench(name: str, json_path: Path | None = None, command: str | None = None,
-              console: Any = None) -> tuple[list[BenchResult], dict[str, Any]]:
-    """Run bench ``name``, print its table, write ``json_path`` (default ``benchmarks/<name>.json``) and the ``.md``.
+              console: Any = None, commit: bool = False) -> tuple[list[BenchResult], dict[str, Any]]:
+    """Run bench ``name``, print its table, write the JSON and the ``.md`` beside it, and say where.
+
+    The JSON goes to ``json_path``, or with ``commit`` to the committed ``benchmarks/<name>.json`` (hand-written
+    readings in its ``.md`` are kept), or by default to a fresh run folder ``runs/bench/<name>/<stamp>/``
+    (see :func:`bench_path`): a plain run never overwrites committed results.
 
     The bench function takes no arguments and returns ``(rows, meta)``, a ``{"rows", "meta"}`` dict or a list of
     rows (:class:`BenchResult` or dicts). The meta written gains the command, date, git commit, machine and the
@@ -64,6 +107,10 @@ def run_bench(name: str, json_path: Path | None = None, command: str | None = No
     benches = all_benches()
     if name not in benches:
         raise KeyError(f"unknown bench {name!r}; valid names: {', '.join(sorted(benches))}")
+    if json_path is not None and commit:
+        raise BenchOptionError("give either --json PATH or --commit, not both")
+    if commit:
+        bench_path(name, commit=True)  # fail before a long bench, not after
     fn = _resolve(benches[name])
     try:
         out = fn()
@@ -80,11 +127,13 @@ def run_bench(name: str, json_path: Path | None = None, command: str | None = No
         if r.flops and r.peak_gflops is None:
             r.peak_gflops = peak
     print_table(rows, title=f"bench {name} (peak {peak:.1f} GFLOP/s)", console=console)
-    path = Path(json_path) if json_path is not None else Path("benchmarks") / f"{name}.json"
-    write_json(path, rows, meta)
+    path = bench_path(name, json_path, commit)
+    write_json(path, rows, meta, keep_readings=commit)
     if console is None:
         from rich.console import Console
 
         console = Console()
-    console.print(f"wrote {path} and {path.with_suffix('.md')}")
+    console.print(f"wrote {path} and {path.with_suffix('.md')}" if commit or json_path is not None else
+                  f"wrote {path} and {path.with_suffix('.md')} (the committed benchmarks/ are untouched: "
+                  f"--commit writes there)")
     return rows, meta

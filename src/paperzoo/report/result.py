@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from paperzoo.report.index import build_index
-from paperzoo.report.run import runs_root
+from paperzoo.report.run import external_runs, release_run_dir, runs_root
 from paperzoo.report.serial import dumps, to_jsonable, write_text_atomic
 from paperzoo.report.stats import CI, VERDICTS, Comparison, mean_ci, verdict_from
 from paperzoo.report.verdict import Verdict
@@ -196,7 +196,9 @@ def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[st
     Comparison, judged by :func:`verdict_from`, or a :class:`paperzoo.report.verdict.Verdict`, whose sentence is written
     beside it). The first lines of ``report.md`` state the claim, the measured
     figures with their CIs and the verdict; a table, details, notes, plots and the config follow. Plots outside
-    ``run_dir`` are copied in. When ``run_dir`` lies under the runs root, ``reports/index.html`` is rebuilt.
+    ``run_dir`` are copied in. When ``run_dir`` lies under the runs root or is recorded as an external run (an
+    ``--out`` elsewhere, see :func:`paperzoo.report.run.new_run_dir`), ``reports/index.html`` is rebuilt. The run
+    folder's lock, if this process holds it, is released.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -230,8 +232,9 @@ def write_result(run_dir: Path, paper: str, claim: str, measurements: Mapping[st
     }
     write_text_atomic(run_dir / "result.json", dumps(doc))
     report = write_text_atomic(run_dir / "report.md", _markdown(doc, run_dir, doc["details"]))
+    release_run_dir(run_dir)  # the run is over: its folder may be reused (e.g. re-rendered, resumed)
     root = runs_root()
-    if _inside(run_dir, root):
+    if _inside(run_dir, root) or any(d == run_dir.resolve() for _, d in external_runs(root)):
         try:
             build_index(root)
         except Exception as e:  # the result is written; a broken neighbour must not lose it

@@ -18,6 +18,10 @@ _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
 TMP_PREFIX = ".tmp-ckpt-"
 
 
+class NoLoadableCheckpointError(RuntimeError, ValueError):
+    """Checkpoint files exist but none loads (a ValueError too: a damaged folder is the user's to repair)."""
+
+
 def checkpoint_path(out_dir: str | os.PathLike, step: int) -> Path:
     """``out_dir / f"ckpt-{step}.pt"``."""
     return Path(out_dir) / f"ckpt-{step}.pt"
@@ -86,17 +90,28 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
 def load_latest(out_dir: str | os.PathLike) -> tuple[dict, Path] | None:
     """The newest checkpoint in ``out_dir`` that loads, with its path; ``None`` when there is none.
 
-    Unreadable (truncated, corrupt) files are skipped with a warning; if files exist but none loads,
-    a RuntimeError lists them rather than silently starting over.
+    Unreadable (truncated, corrupt) files are skipped with a warning each; if files exist but none loads,
+    a :class:`NoLoadableCheckpointError` lists them rather than silently starting over.
     """
     ckpts = find_checkpoints(out_dir)
     errors = []
     for _, path in reversed(ckpts):
         try:
-            return load_checkpoint(path), path
+            state = load_checkpoint(path)
         except Exception as e:  # corrupt / truncated file: fall back to the previous one
-            errors.append(f"{path.name}: {type(e).__name__}: {e}")
-            warnings.warn(f"skipping unreadable checkpoint {path} ({type(e).__name__}: {e})", stacklevel=2)
+            errors.append((path, _brief(e)))
+            continue
+        for bad, why in errors:  # said only when a fallback loads: otherwise the error below lists them
+            warnings.warn(f"skipping unreadable checkpoint {bad} ({why})", stacklevel=2)
+        return state, path
     if ckpts:
-        raise RuntimeError(f"no loadable checkpoint in {out_dir}: " + "; ".join(errors))
+        raise NoLoadableCheckpointError(
+            f"no loadable checkpoint in {out_dir}: " + "; ".join(f"{p.name}: {why}" for p, why in errors)
+            + "; restore a good copy, or delete these files to train this job again from step 0")
     return None
+
+
+def _brief(e: BaseException, limit: int = 120) -> str:
+    """``Type: first line`` of an exception, cut to ``limit`` characters (torch.load's own texts run to paragraphs)."""
+    first = next((line.strip() for line in str(e).splitlines() if line.strip()), "")
+    return f"{type(e).__name__}: {first if len(first) <= limit else first[:limit - 3] + '...'}"

@@ -9,7 +9,8 @@ any state changes), clipping, AdamW, the LR schedule, and the periodic log / eva
 Reproducibility: call ``seed_everything`` before building the model (fixes init); ``cfg.seed`` fixes
 data order; checkpoints carry model, optimizer, scheduler, data position and every RNG state, so
 ``fit(resume=True)`` continues bit-exactly on CPU. SIGINT/SIGTERM during ``fit`` finish the current step,
-save a checkpoint and exit with ``SystemExit(128 + signum)``.
+save a checkpoint and exit with ``SystemExit(128 + signum)``; in a worker of ``paperzoo.train.parallel`` the
+pool's parent owns the signals and its stop request does the same.
 
 Data parallel: launch the same script with ``torchrun --nproc_per_node K script.py``; each rank then builds
 the same model (same seed) and Trainer, which joins the process group and wraps the model in DDP.
@@ -35,7 +36,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from . import distributed
+from paperzoo.context import hint
+
+from . import distributed, parallel
 from .batches import BatchOrder, fetch, to_device
 from .checkpoint import find_checkpoints, load_latest, remove_stale_temp_files, save_checkpoint
 from .config import TrainConfig
@@ -246,8 +249,8 @@ class Trainer:
 
     # ---------------------------------------------------------------- signals
     def _install_handlers(self) -> dict:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
+        if threading.current_thread() is not threading.main_thread() or parallel.in_pool_worker():
+            return {}  # a pool worker: the pool's parent owns the signals (see _train_step)
 
         def handler(signum, frame):
             if self._signal is not None:  # a second signal: stop now
@@ -293,7 +296,9 @@ class Trainer:
                 say(f"no checkpoint in {self.out_dir}; starting from step 0")
         elif self.out_dir is not None and find_checkpoints(self.out_dir):
             raise ValueError(
-                f"{self.out_dir} already holds checkpoints; pass fit(resume=True) to continue or use a new out_dir"
+                f"{self.out_dir} already holds checkpoints; " + hint(
+                    "pass --resume to continue, or give a new --out",
+                    "pass fit(resume=True) to continue or use a new out_dir")
             )
         elif main:
             log.truncate_after(-1)
@@ -380,7 +385,8 @@ class Trainer:
         name = signal.Signals(signum).name
         where = ""
         if self.out_dir is not None:
-            where = f"; checkpoint {self.out_dir}/ckpt-{self.step}.pt, continue with fit(resume=True)"
+            where = (f"; checkpoint {self.out_dir}/ckpt-{self.step}.pt, continue with "
+                     f"{hint('--resume and the same --out', 'fit(resume=True)')}")
         say(f"received {name}: stopped after step {self.step}/{self.cfg.steps}{where}")
         raise SystemExit(128 + signum)
 
@@ -410,6 +416,8 @@ class Trainer:
             local_n += len(part)
             for k, v in metrics.items():
                 metric_sums[k] = metric_sums.get(k, 0.0) + v * len(part)
+        if self._signal is None:
+            self._signal = parallel.stop_requested()  # None outside a pool worker
         stats = torch.stack([loss_sum, torch.tensor(float(self._signal is not None), dtype=torch.float64,
                                                     device=self.device)])
         if info.enabled:

@@ -15,6 +15,7 @@ The paper's motivation is inference on phones, so the deployed form matters:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -60,13 +61,27 @@ def from_pretrained(directory: str | Path) -> nn.Module:
     d = Path(directory)
     if not (d / "config.json").is_file() or not (d / "model.safetensors").is_file():
         raise ValueError(f"{d} must contain config.json and model.safetensors (see save_pretrained)")
-    cfg = json.loads((d / "config.json").read_text())
+    try:
+        cfg = json.loads((d / "config.json").read_text())
+    except ValueError as e:
+        raise ValueError(f"{d / 'config.json'} is not valid JSON ({e})") from e
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{d / 'config.json'}: expected a JSON object of MobileNetV2Config fields")
     cls = MobileNetV2Model if cfg.pop("class", "") == "MobileNetV2Model" else MobileNetV2ForImageClassification
-    cfg["blocks"] = tuple(tuple(r) for r in cfg["blocks"])
     if "bn_eps" in cfg:  # saved before the config's epsilon was named norm_eps
         cfg["norm_eps"] = cfg.pop("bn_eps")
-    model = cls(MobileNetV2Config(**cfg))
-    model.load_state_dict(load_file(str(d / "model.safetensors")))
+    _check_config_keys(cfg, d / "config.json")
+    try:
+        cfg["blocks"] = tuple(tuple(r) for r in cfg["blocks"])
+        model = cls(MobileNetV2Config(**cfg))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{d / 'config.json'} does not describe a MobileNetV2Config: {e}") from e
+    try:
+        model.load_state_dict(load_file(str(d / "model.safetensors")))
+    except RuntimeError as e:  # shapes or names that config.json does not build
+        first = str(e).strip().splitlines()[0]
+        raise ValueError(f"{d / 'model.safetensors'} does not fit the model {d / 'config.json'} describes: "
+                         f"{first}") from e
     return model.eval()
 
 
@@ -280,6 +295,15 @@ def export(model_dir: str | Path, out: str | Path, fmt: str = "onnx", image_size
     the recipe's models expect; without it random images are used and the result is only a smoke test).
     Returns the written file.
     """
+    from paperzoo.context import hint
+
+    if fmt not in ("onnx", "torchscript", "int8"):
+        raise ValueError(f"{hint('--format', 'fmt')} must be 'onnx', 'torchscript' or 'int8', got {fmt!r}")
+    if image_size is not None and (not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 8):
+        raise ValueError(f"{hint('--image-size', 'image_size')} must be an int >= 8 (pixels), got {image_size!r}")
+    if isinstance(calibration, str) and calibration != "cifar10":
+        raise ValueError(f"{hint('--calibration', 'calibration')} must be {hint('', 'a tensor, ')}'cifar10' or "
+                         f"{hint('left out', 'None')}, got {calibration!r}")
     model = from_pretrained(model_dir)
     size = image_size or model.config.image_size
     out = Path(out)
@@ -311,3 +335,13 @@ def export(model_dir: str | Path, out: str | Path, fmt: str = "onnx", image_size
             torch.jit.trace(net, x).save(str(path))
         return path
     raise ValueError(f"fmt must be 'onnx', 'torchscript' or 'int8', got {fmt!r}")
+
+
+def _check_config_keys(cfg: dict, path: Path) -> None:
+    """Every MobileNetV2Config field and nothing else: a missing one would silently take the paper's default."""
+    fields = {f.name for f in dataclasses.fields(MobileNetV2Config)}
+    unknown, missing = sorted(set(cfg) - fields), sorted(fields - set(cfg))
+    if unknown or missing:
+        parts = ([f"unknown key(s) {', '.join(unknown)} (valid: {', '.join(sorted(fields))})"] if unknown else []) + (
+            [f"missing key(s) {', '.join(missing)}"] if missing else [])
+        raise ValueError(f"{path}: {'; '.join(parts)}; save_pretrained writes every MobileNetV2Config field")
