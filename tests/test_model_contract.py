@@ -165,3 +165,31 @@ def test_every_implemented_paper_registers_models():
     for p in registry.papers():
         if p.status != "planned":
             assert p.models, f"{p.name} registers no models"
+
+
+def _token_models() -> list[tuple[str, str]]:
+    """The registered models whose primary input is integer token ids."""
+    out = []
+    for p, m in _models():
+        cls = _cls(p, m)
+        inputs = cls.example_inputs(cls.config_class.preset("tiny"))
+        if not inputs[_primary(inputs)].is_floating_point():
+            out.append((p, m))
+    return out
+
+
+@pytest.mark.parametrize(("paper", "name"), _token_models())
+def test_token_ids_outside_the_vocabulary_raise_value_error(paper, name):
+    """An id >= vocab_size (or < 0) is a ValueError naming the vocabulary size, not torch's IndexError deep inside
+    (or a device-side assert on a GPU)."""
+    _, cfg, model, inputs = _build(paper, name)
+    key = _primary(inputs)
+    for bad in (cfg.vocab_size, -1):
+        x = inputs[key].clone()
+        x[0, 1] = bad
+        with pytest.raises(ValueError, match=f"vocab_size={cfg.vocab_size}"):
+            model(**{**inputs, key: x})
+
+
+def test_the_token_models_are_in_the_vocabulary_check():
+    assert {p for p, _ in _token_models()} >= {"electra", "funnel", "posenc", "switch"}

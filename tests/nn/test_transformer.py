@@ -223,3 +223,15 @@ def test_bad_configs_and_inputs_raise():
     model = TextEncoder(TextEncoderConfig.bert(dim=32, num_layers=1, num_heads=4, ffn_dim=64, vocab_size=50))
     with pytest.raises(ValueError, match="attention_mask"):
         model(torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.ones(2, 4))
+
+
+def test_encoder_passes_the_padding_mask_to_a_moe_ffn():
+    """The stack merges the padding into one attention mask and still hands the token mask to a MoE FFN."""
+    from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
+
+    moe = SwitchMoE(SwitchMoEConfig(dim=32, ffn_dim=64, num_experts=2, jitter_eps=0.0))
+    enc = TransformerEncoder(dataclasses.replace(CFG, num_layers=1), make_ffn=lambda i: moe).eval()
+    keep = torch.ones(2, 8, dtype=torch.bool)
+    keep[1, 5:] = False
+    res = enc(torch.randn(2, 8, 32), key_padding_mask=keep)
+    assert int(res.aux[0]["expert_count"].sum()) == int(keep.sum())  # 13 real tokens routed, not 16

@@ -14,7 +14,7 @@ from torch import nn
 
 from .posenc import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
-__all__ = ["TokenEmbeddings"]
+__all__ = ["TokenEmbeddings", "check_token_ids"]
 
 
 class TokenEmbeddings(nn.Module):
@@ -30,6 +30,9 @@ class TokenEmbeddings(nn.Module):
         dropout: dropout after the norm.
         pad_token_id: row of the word table kept at zero gradient (``nn.Embedding.padding_idx``).
         scale: multiply word embeddings by sqrt(embedding_dim) (Vaswani et al. 2017, sec. 3.4).
+
+    Ids outside ``[0, vocab_size)`` and token types outside ``[0, type_vocab_size)`` raise ``ValueError``
+    (:func:`check_token_ids`), instead of torch's ``IndexError`` on CPU or a device-side assert on GPU.
     """
 
     def __init__(self, vocab_size: int, dim: int, max_len: int = 512, type_vocab_size: int = 0,
@@ -58,6 +61,7 @@ class TokenEmbeddings(nn.Module):
             if input_ids.ndim != 2 or input_ids.dtype not in (torch.long, torch.int32, torch.int16, torch.uint8):
                 raise ValueError(f"input_ids must be an integer (batch, seq) tensor, got {input_ids.dtype} "
                                  f"of shape {tuple(input_ids.shape)}")
+            check_token_ids(input_ids, self.vocab_size)
             x = self.word(input_ids)
         else:
             if inputs_embeds.ndim != 3 or inputs_embeds.shape[-1] != self.embedding_dim:
@@ -73,6 +77,7 @@ class TokenEmbeddings(nn.Module):
                 if token_type_ids.shape != x.shape[:2]:
                     raise ValueError(f"token_type_ids must have shape {tuple(x.shape[:2])}, "
                                      f"got {tuple(token_type_ids.shape)}")
+                check_token_ids(token_type_ids, self.token_type.num_embeddings, "token_type_ids", "type_vocab_size")
                 x = x + self.token_type(token_type_ids)
         elif token_type_ids is not None:
             raise ValueError("token_type_ids given but this embedding has type_vocab_size=0")
@@ -82,3 +87,22 @@ class TokenEmbeddings(nn.Module):
             x = self.norm(x)
         x = self.dropout(x)
         return self.project(x) if self.project is not None else x
+
+
+# ----------------------------------------------------------------------------------------------------- checks
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str = "input_ids", size_name: str = "vocab_size") -> None:
+    """Raise ``ValueError`` unless every entry of the integer tensor ``ids`` is in ``[0, vocab_size)``.
+
+    For every embedding lookup of caller-given ids (the shared :class:`TokenEmbeddings` and papers that embed on their
+    own): an out-of-range id otherwise fails deep inside ``nn.Embedding`` with ``IndexError: index out of range in
+    self`` on CPU and a device-side assert on GPU. One min/max reduction (one host sync); skipped for empty and meta
+    tensors and while ``torch.compile`` or ``torch.jit`` traces (a data-dependent branch there would break the graph).
+    """
+    if ids.numel() == 0 or ids.device.type == "meta" or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return
+    lo, hi = (int(v) for v in torch.aminmax(ids))
+    if lo < 0 or hi >= vocab_size:
+        raise ValueError(f"{name} must be in [0, {vocab_size}) ({size_name}={vocab_size}), got values in "
+                         f"[{lo}, {hi}] (min {lo}, max {hi})")

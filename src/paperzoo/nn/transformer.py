@@ -161,14 +161,19 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 attn_bias: torch.Tensor | None = None, causal: bool = False, rotary: nn.Module | None = None,
-                attn_mask: torch.Tensor | None = None):
-        """x (batch, seq, dim) -> (batch, seq, dim) [, aux]; masks as in :class:`MultiHeadAttention`."""
+                attn_mask: torch.Tensor | None = None, token_mask: torch.Tensor | None = None):
+        """x (batch, seq, dim) -> (batch, seq, dim) [, aux]; masks as in :class:`MultiHeadAttention`.
+
+        ``token_mask`` (batch, seq) True/1 = real token, for an FFN that takes one (``accepts_token_mask``, e.g. a
+        mixture of experts); default ``key_padding_mask``. A stack passes it beside its merged ``attn_mask``.
+        """
         x, _ = self._residual(x, lambda h: self.attn(h, key_padding_mask=key_padding_mask, attn_bias=attn_bias,
                                                      causal=causal, rotary=rotary, attn_mask=attn_mask),
                               self.attn_norm)
         ffn = self.ffn
-        if key_padding_mask is not None and getattr(ffn, "accepts_token_mask", False):  # MoE: padding takes no
-            ffn = functools.partial(self.ffn, mask=key_padding_mask)  # expert capacity and stays out of its losses
+        token_mask = key_padding_mask if token_mask is None else token_mask
+        if token_mask is not None and getattr(ffn, "accepts_token_mask", False):  # MoE: padding takes no
+            ffn = functools.partial(self.ffn, mask=token_mask)  # expert capacity and stays out of its losses
         x, aux = self._residual(x, ffn, self.ffn_norm)
         return x if aux is None else (x, aux)
 
@@ -220,7 +225,8 @@ class TransformerEncoder(nn.Module):
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
                 attn_bias: torch.Tensor | None = None, output_hidden_states: bool = False) -> EncoderOutput:
-        """x (batch, seq, dim); ``key_padding_mask`` (batch, seq) True/1 = keep; ``attn_bias`` extra additive
+        """x (batch, seq, dim); ``key_padding_mask`` (batch, seq) True/1 = keep (merged into every layer's attention
+        mask, and given to FFNs that take a token mask, see :class:`TransformerBlock`); ``attn_bias`` extra additive
         float (or bool keep) bias, shapes as in :class:`MultiHeadAttention`."""
         cfg = self.cfg
         if x.ndim != 3 or x.shape[-1] != cfg.dim:
@@ -236,7 +242,7 @@ class TransformerEncoder(nn.Module):
         attn_mask, causal = merge_masks(key_padding_mask, attn_bias, cfg.causal, n, n, x.dtype)  # the one merge
         hidden, auxes = [x] if output_hidden_states else None, []
         for layer in self.layers:
-            out = layer(x, attn_mask=attn_mask, causal=causal, rotary=self.rotary)
+            out = layer(x, attn_mask=attn_mask, causal=causal, rotary=self.rotary, token_mask=key_padding_mask)
             x, aux = out if isinstance(out, tuple) else (out, None)
             auxes.append(aux)
             if hidden is not None:

@@ -119,6 +119,82 @@ def test_masking_validates_input():
         mask_tokens(ids, mask[:, :3], MASK, SPECIAL)
 
 
+def test_bert_masking_80_10_10_over_1e5_positions():
+    """BERT's rule (create_pretraining_data.py): of the chosen positions 80% [MASK], 10% a random token drawn
+    uniformly from the whole vocabulary (special ids included; it may equal the original), 10% unchanged. Every
+    chosen position, changed or not, carries a label; the chosen positions are drawn as ELECTRA's."""
+    vocab = 1000
+    ids, mask = random_batch(1600, 128, vocab=vocab, seed=1)
+    m = mask_tokens(ids, mask, MASK, SPECIAL, mask_token_prob=0.8, random_token_prob=0.1, vocab_size=vocab,
+                    generator=torch.Generator().manual_seed(2))
+    electra = mask_tokens(ids, mask, MASK, SPECIAL, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(m.is_masked, electra.is_masked) and torch.equal(m.counts, electra.counts)
+    assert torch.equal(m.original_ids, ids) and torch.equal(m.input_ids[~m.is_masked], ids[~m.is_masked])
+    sel = m.is_masked
+    chosen = int(sel.sum())
+    is_mask = m.input_ids[sel] == MASK
+    changed = (m.input_ids[sel] != ids[sel]) & ~is_mask
+    same = m.input_ids[sel] == ids[sel]
+    # a random draw lands on [MASK] or on the original with probability 1/vocab each
+    p = {"mask": 0.8 + 0.1 / vocab, "random": 0.1 * (1 - 2 / vocab), "same": 0.1 + 0.1 / vocab}
+    obs = {"mask": int(is_mask.sum()), "random": int(changed.sum()), "same": int(same.sum())}
+    assert sum(obs.values()) == chosen
+    chi2 = sum((obs[k] - p[k] * chosen) ** 2 / (p[k] * chosen) for k in p)
+    assert chi2 < 13.82, (obs, chosen)  # chi2, 2 degrees of freedom, p = 0.001
+    # unchanged positions keep their labels: they are masked (in the loss) with weight 1 and the original id
+    assert (m.counts[sel] == 1).all() and int(same.sum()) > 0.08 * chosen
+
+
+def test_bert_random_tokens_are_uniform_over_the_whole_vocabulary():
+    vocab = 20
+    ids = torch.full((4000, 40), 7)
+    ids[:, 0] = CLS
+    m = mask_tokens(ids, None, MASK, SPECIAL, mask_prob=0.5, max_predictions=20, mask_token_prob=0.0,
+                    random_token_prob=1.0, vocab_size=vocab, generator=torch.Generator().manual_seed(5))
+    drawn = m.input_ids[m.is_masked]
+    counts = torch.bincount(drawn, minlength=vocab).float()
+    assert counts.numel() == vocab and (counts > 0).all()  # special ids 0, 2, 3, 4 included, as BERT
+    expected = drawn.numel() / vocab
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 43.82, counts  # chi2, 19 degrees of freedom, p = 0.001
+
+
+def test_bert_masking_flag_in_the_objective():
+    """``ObjectiveConfig(masking="bert")`` masks 80/10/10 with the generator's vocabulary; the default is ELECTRA's
+    official masking, drawn exactly as before."""
+    ids, mask = random_batch(400, 64, seed=6)
+    bert, electra = tiny_models("mlm"), tiny_models("mlm")
+    bert.config = ObjectiveConfig(mode="mlm", masking="bert")
+    assert electra.config.masking == "electra"
+    mb = bert.mask(ids, mask, torch.Generator().manual_seed(7))
+    me = electra.mask(ids, mask, torch.Generator().manual_seed(7))
+    direct = mask_tokens(ids, mask, MASK, SPECIAL, generator=torch.Generator().manual_seed(7))
+    assert torch.equal(me.input_ids, direct.input_ids) and torch.equal(me.is_masked, direct.is_masked)
+    sel = mb.is_masked
+    frac_mask = float((mb.input_ids[sel] == MASK).float().mean())
+    frac_random = float(((mb.input_ids[sel] != ids[sel]) & (mb.input_ids[sel] != MASK)).float().mean())
+    assert abs(frac_mask - 0.8) < 0.03 and abs(frac_random - 0.1) < 0.03
+    assert int(mb.input_ids.max()) < 1000  # drawn from the generator's vocabulary
+    kept = me.is_masked & (me.input_ids != MASK)
+    assert torch.equal(me.input_ids[kept], ids[kept])  # ELECTRA's masking never inserts random tokens
+    out = bert(ids, mask)
+    assert torch.isfinite(out.loss)
+    with pytest.raises(ValueError, match="masking must be one of"):
+        ObjectiveConfig(masking="roberta")
+    with pytest.raises(ValueError, match="masking='bert'"):
+        ObjectiveConfig(masking="bert", mask_token_prob=0.7)
+
+
+def test_random_token_masking_validates():
+    ids, mask = random_batch(2, 8)
+    with pytest.raises(ValueError, match="vocab_size"):
+        mask_tokens(ids, mask, MASK, SPECIAL, random_token_prob=0.1)
+    with pytest.raises(ValueError, match="mask_token_prob \\+ random_token_prob"):
+        mask_tokens(ids, mask, MASK, SPECIAL, mask_token_prob=0.95, random_token_prob=0.1, vocab_size=1000)
+    with pytest.raises(ValueError, match="random_token_prob"):
+        mask_tokens(ids, mask, MASK, SPECIAL, random_token_prob=-0.1, vocab_size=1000)
+
+
 # ------------------------------------------------------------------------------------------------------ labels
 class FixedGenerator(torch.nn.Module):
     """A generator whose logits put all mass on the original token (exact) or on a fixed wrong token."""

@@ -207,3 +207,32 @@ def test_input_validation():
         MobileNetV2Config(shortcut="dense")
     with pytest.raises(ValueError, match="unknown preset"):
         MobileNetV2Config.preset("2.0")
+
+
+def test_input_dtype_must_be_the_models():
+    """float64 pixels into a float32 model: a ValueError naming both dtypes, not conv's "expected scalar type"."""
+    model = MobileNetV2ForImageClassification(MobileNetV2Config.preset("tiny")).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with pytest.raises(ValueError, match=r"torch\.float32.*got torch\.float64"):
+        model(pixel_values=x.double())
+    with pytest.raises(ValueError, match=r"torch\.float32.*got torch\.float64"):
+        model.mobilenet_v2(pixel_values=x.double())
+    assert model.double()(pixel_values=x.double()).logits.dtype == torch.float64  # a float64 model takes float64
+    model.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # under autocast the conv casts: bf16 or fp32 inputs are fine
+        assert model(pixel_values=x.bfloat16()).logits.shape == (1, 10)
+
+
+@pytest.mark.parametrize(("preset", "stride"), [("tiny", 32), ("cifar", 16)])
+def test_images_smaller_than_the_total_stride_raise(preset, stride):
+    """Below the total stride (32, or 16 with the small-input stem) the last stride-2 layers run on a 1x1 map that is
+    mostly padding: the smallest image is one cell of the final feature map."""
+    cfg = MobileNetV2Config.preset(preset)
+    assert cfg.total_stride == stride
+    model = MobileNetV2ForImageClassification(cfg).eval()
+    for h, w in ((1, 1), (2, 2), (stride - 1, stride), (stride, stride - 1)):
+        with pytest.raises(ValueError, match=rf"at least {stride}x{stride}.*total stride.*got {h}x{w}"):
+            model(pixel_values=torch.randn(1, 3, h, w))
+    with torch.no_grad():
+        out = model.mobilenet_v2(pixel_values=torch.randn(1, 3, stride, stride))
+    assert out.last_hidden_state.shape[-2:] == (1, 1)

@@ -210,3 +210,35 @@ def test_decode_labelled_only_gives_the_same_loss_and_gradients():
     assert (g_full - m.encoder.latents.grad).abs().max() < 1e-6
     assert torch.equal(sparse.output_index[0], torch.tensor([2, 9, 30]))
     assert (full.logits[0, [2, 9, 30]] - sparse.logits[0]).abs().max() < 1e-5
+
+
+def test_mlm_on_a_shorter_input_decodes_the_input_length():
+    """A sequence shorter than max_len decodes its own length: logits (batch, L, vocab) and labels (batch, L) give
+    a loss; the rows equal the first L rows of the same bytes padded to max_len with the padding masked."""
+    torch.manual_seed(0)
+    cfg = PerceiverConfig.hf_mlm(max_len=16, byte_dim=24, num_latents=8, latent_dim=32, self_per_block=1)
+    m = Perceiver(cfg).eval()
+    ids = torch.randint(0, 262, (2, 10))
+    labels = ids.clone()
+    labels[:, ::3] = -100
+    short = m(ids, labels=labels)
+    assert short.logits.shape == (2, 10, 262) and short.loss.ndim == 0
+    padded = torch.cat([ids, torch.zeros(2, 6, dtype=ids.dtype)], 1)
+    mask = torch.cat([torch.ones(2, 10), torch.zeros(2, 6)], 1).long()
+    full = m(padded, attention_mask=mask, labels=torch.cat([labels, torch.full((2, 6), -100)], 1))
+    assert full.logits.shape == (2, 16, 262)
+    assert (full.logits[:, :10] - short.logits).abs().max() < 1e-5
+    assert abs(full.loss.item() - short.loss.item()) < 1e-5
+    # full length is unchanged: every position decoded
+    assert m(padded).logits.shape == (2, 16, 262)
+
+
+def test_byte_ids_outside_the_vocabulary_raise():
+    by = BytesAdapter(vocab_size=262, dim=16, max_len=20)
+    with pytest.raises(ValueError, match=r"vocab_size=262.*max 262"):
+        by(torch.tensor([[1, 262]]))
+    with pytest.raises(ValueError, match=r"vocab_size=262.*min -1"):
+        by(torch.tensor([[-1, 3]]))
+    cfg = PerceiverConfig.hf_mlm(max_len=16, byte_dim=24, num_latents=8, latent_dim=32, self_per_block=1)
+    with pytest.raises(ValueError, match="vocab_size=262"):
+        Perceiver(cfg)(torch.tensor([[5, 300]]))

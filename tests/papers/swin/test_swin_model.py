@@ -119,7 +119,7 @@ def test_presets_sizes():
     assert abs(n["swin-s"] - 50) < 0.5 and abs(n["swin-b"] - 88) < 0.5  # paper Table 1: 50M, 88M
 
 
-@pytest.mark.parametrize("size", [(30, 27), (8, 8), (5, 40)])
+@pytest.mark.parametrize("size", [(62, 45), (32, 32), (33, 100)])  # from the total stride 32 up
 def test_any_input_size_and_backbone_strides(size):
     torch.manual_seed(0)
     cfg = SwinConfig.preset("tiny", patch_size=4, depths=(2, 2, 2, 2), num_heads=(2, 2, 4, 4))
@@ -225,3 +225,27 @@ def test_a_stage_is_patch_merging_then_its_blocks():
         assert y.shape == (2, 8, 8, 64)
         hidden = model(torch.randn(1, 3, 32, 32), output_hidden_states=True).hidden_states
     assert [tuple(h.shape) for h in hidden] == [(1, 16, 16, 32), (1, 16, 16, 32), (1, 8, 8, 64)]
+
+
+def test_input_dtype_must_be_the_models():
+    model = SwinForImageClassification(SwinConfig.preset("tiny")).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with pytest.raises(ValueError, match=r"torch\.float32.*got torch\.float64"):
+        model(x.double())
+    assert model.double()(x.double()).logits.dtype == torch.float64
+    model.float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model(x.bfloat16()).logits.shape == (1, 10)
+
+
+@pytest.mark.parametrize(("overrides", "stride"), [(dict(), 4), (dict(patch_size=4, depths=(2, 2, 2, 2),
+                                                                      num_heads=(2, 2, 4, 4)), 32)])
+def test_images_smaller_than_the_total_stride_raise(overrides, stride):
+    """The smallest image is patch_size * 2^(stages - 1): one token of the last stage made of real pixels. Below
+    it, patch mergings concatenate zero padding (and the window has already shrunk to the 1x1 map)."""
+    model = SwinModel(SwinConfig.preset("tiny", **overrides)).eval()
+    for h, w in ((1, 1), (2, 2), (stride - 1, stride), (stride, stride - 1)):
+        with pytest.raises(ValueError, match=rf"at least {stride}x{stride}.*patch_size.*got {h}x{w}"):
+            model(torch.randn(1, 3, h, w))
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, stride, stride)).last_hidden_state.shape[1] == 1

@@ -75,3 +75,58 @@ def test_validation():
         SwitchLMConfig.preset("huge")
     with pytest.raises(ValueError, match="num_experts"):
         SwitchLMConfig(num_experts=-1)
+
+
+def _no_drop_lm():
+    """Tiny Switch LM whose capacity holds every token (E = 4, factor 4), so only the mask decides routing."""
+    torch.manual_seed(0)
+    cfg = SwitchLMConfig.preset("tiny", num_layers=4, capacity_factor=4.0, eval_capacity_factor=4.0, z_loss_coef=1e-3)
+    return SwitchLM(cfg).eval()
+
+
+def _padded(ids: torch.Tensor, pad: int, fill: int = 7) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row 0 left-padded, every other row right-padded by ``pad`` tokens of id ``fill``; the mask, 1 = token."""
+    b, n = ids.shape
+    out = torch.full((b, n + pad), fill, dtype=ids.dtype)
+    mask = torch.zeros(b, n + pad, dtype=torch.long)
+    out[0, pad:], mask[0, pad:] = ids[0], 1
+    out[1:, :n], mask[1:, :n] = ids[1:], 1
+    return out, mask
+
+
+def test_attention_mask_padding_changes_no_real_output_loss_or_balance_loss():
+    """Padded positions are masked in attention (left padding would be seen by the causal rows), take no expert
+    capacity, leave the balance and z losses and the LM loss: the padded batch gives the unpadded batch's figures."""
+    m = _no_drop_lm()
+    ids = torch.randint(0, m.config.vocab_size, (3, 12), generator=torch.Generator().manual_seed(1))
+    ref = m(ids, labels=ids)
+    padded, mask = _padded(ids, 4)
+    out = m(padded, labels=padded, attention_mask=mask)
+    torch.testing.assert_close(out.logits[0, 4:], ref.logits[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.logits[1:, :12], ref.logits[1:], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.lm_loss, ref.lm_loss, atol=1e-6, rtol=1e-6)  # padded targets are not predicted
+    torch.testing.assert_close(out.aux_loss, ref.aux_loss, atol=1e-6, rtol=1e-6)
+    assert len(out.router) == len(ref.router) == 2
+    for a, r in zip(out.router, ref.router, strict=True):
+        torch.testing.assert_close(a["balance_loss"], r["balance_loss"], atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(a["z_loss"], r["z_loss"], atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(a["expert_load"], r["expert_load"])
+        assert int(a["expert_count"].sum()) == ids.numel()  # only the 36 real tokens were routed
+
+
+def test_pad_contents_do_not_matter_and_all_ones_equals_no_mask():
+    m = _no_drop_lm()
+    ids = torch.randint(0, m.config.vocab_size, (3, 12), generator=torch.Generator().manual_seed(2))
+    a, mask = _padded(ids, 4, fill=7)
+    b, _ = _padded(ids, 4, fill=300)
+    oa, ob = m(a, labels=a, attention_mask=mask), m(b, labels=b, attention_mask=mask)
+    keep = mask.bool()
+    torch.testing.assert_close(oa.logits[keep], ob.logits[keep])
+    torch.testing.assert_close(oa.loss, ob.loss)
+    for x, y in zip(oa.router, ob.router, strict=True):
+        torch.testing.assert_close(x["balance_loss"], y["balance_loss"])
+    full = m(ids, labels=ids)
+    ones = m(ids, labels=ids, attention_mask=torch.ones_like(ids))
+    assert torch.equal(full.logits, ones.logits) and torch.equal(full.loss, ones.loss)
+    with pytest.raises(ValueError, match="attention_mask must have shape"):
+        m(ids, attention_mask=torch.ones(3, 11))

@@ -3,6 +3,7 @@
 One step (sec. 2 of the paper, the official ``PretrainingModel``), in :meth:`ElectraPretrainer.forward`'s order::
 
     m = mask(x)                                     # masking.mask_tokens: 15%, 85% [MASK] / 15% kept
+                                                    # (masking="bert": 80% [MASK] / 10% random / 10% kept)
     logits_G = G(x_masked)[m]                       # generator logits at the masked positions only, (M, vocab)
     x_hat_i ~ argmax(logits_G / T + Gumbel)          # Gumbel-max sample, T = 1, no gradient through it
     x_corrupt = x with x_hat at m
@@ -36,19 +37,26 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from .masking import MaskedBatch, mask_tokens
+from .masking import BERT_MASKING, MaskedBatch, mask_tokens
 from .model import ElectraDiscriminator, MLMHead, init_weights
 
 __all__ = ["MODES", "ObjectiveConfig", "PretrainOutput", "DiscriminatorMLMHead", "ElectraPretrainer", "gumbel_sample",
            "binary_auc", "evaluate_pretrainer", "pretrain_step_flops", "pretraining_metrics"]
 
 MODES = ("electra", "mlm", "electra-15", "replace-mlm", "all-tokens-mlm")
+MASKINGS = ("electra", "bert")
 
 
 @dataclass(frozen=True)
 class ObjectiveConfig:
     """Objective knobs (official defaults). Token ids default to :mod:`.tokenizer`'s order
-    (``[PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4``); ``special_ids`` are never masked."""
+    (``[PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4``); ``special_ids`` are never masked.
+
+    ``masking``: ``"electra"`` (default, the official masking: ``mask_token_prob`` [MASK], the rest kept, no random
+    tokens) or ``"bert"`` (BERT's 80% [MASK] / 10% random token from the generator's vocabulary / 10% kept, for
+    an MLM baseline trained as BERT was; it fixes the split, so ``mask_token_prob`` must stay at its default).
+    Both choose the same positions (:mod:`.masking`).
+    """
 
     mode: str = "electra"
     mask_prob: float = 0.15
@@ -61,10 +69,16 @@ class ObjectiveConfig:
     disallow_correct: bool = False
     mask_token_id: int = 4
     special_ids: tuple[int, ...] = (0, 2, 3, 4)
+    masking: str = "electra"
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.masking not in MASKINGS:
+            raise ValueError(f"masking must be one of {MASKINGS}, got {self.masking!r}")
+        if self.masking == "bert" and self.mask_token_prob != 0.85:
+            raise ValueError(f"masking='bert' is BERT's fixed 80/10/10 split; mask_token_prob ({self.mask_token_prob}) "
+                             "applies to masking='electra'")
         if not self.temperature > 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         object.__setattr__(self, "special_ids", tuple(int(i) for i in self.special_ids))
@@ -180,8 +194,14 @@ class ElectraPretrainer(nn.Module):
 
     def mask(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              generator: torch.Generator | None = None) -> MaskedBatch:
-        """Step 1: choose m (15% of the tokens) and build x_masked (:func:`~.masking.mask_tokens`)."""
+        """Step 1: choose m (15% of the tokens) and build x_masked (:func:`~.masking.mask_tokens`); with
+        ``masking="bert"`` 10% of m get random tokens of the generator's vocabulary."""
         c = self.config
+        if c.masking == "bert":
+            vocab = self.generator.body.embeddings.word.num_embeddings
+            return mask_tokens(input_ids, attention_mask, c.mask_token_id, c.special_ids, c.mask_prob,
+                               c.max_predictions, replacement=c.replacement, generator=generator, vocab_size=vocab,
+                               **BERT_MASKING)
         return mask_tokens(input_ids, attention_mask, c.mask_token_id, c.special_ids, c.mask_prob, c.max_predictions,
                            c.mask_token_prob, c.replacement, generator)
 

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from paperzoo.nn.embedding import check_token_ids
 from paperzoo.nn.outputs import BaseModelOutput, ClassifierOutput
 
 __all__ = ["FunnelConfig", "parse_blocks", "FunnelModel", "FunnelBase", "FunnelClassifier", "FunnelEncoder",
@@ -397,6 +398,7 @@ class FunnelEmbeddings(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        check_token_ids(input_ids, self.word_embeddings.num_embeddings)
         return self.dropout(self.layer_norm(self.word_embeddings(input_ids)))
 
 

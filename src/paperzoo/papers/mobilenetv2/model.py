@@ -67,7 +67,7 @@ class MobileNetV2Config:
         width_multiplier: the paper's width multiplier alpha, applied to every layer's channels with
             :func:`make_divisible` rounding (multiples of ``divisor``, never more than 10% below).
         image_size: input resolution; the paper's resolution multiplier is ``image_size / 224``. Only used
-            to count multiply-adds: the network accepts any size.
+            to count multiply-adds: the network accepts any size of at least :attr:`total_stride`.
         divisor: channel counts are multiples of this (8 in the paper's code).
         blocks: the ``(t, c, n, s)`` table.
         stem_channels, head_channels: the first 3x3 and the last 1x1 convolutions' widths before scaling.
@@ -127,6 +127,16 @@ class MobileNetV2Config:
         for row in self.blocks:
             if len(row) != 4 or row[3] not in (1, 2):
                 raise ValueError(f"each block row must be (t, c, n, s) with s in (1, 2), got {row}")
+
+    @property
+    def total_stride(self) -> int:
+        """The product of every stride (32 for the paper's table, 16 with ``stem_stride=1``): one cell of the final
+        feature map, and the smallest input side. Below it the last stride-2 layers halve a 1x1 map, so their 3x3
+        windows read one real pixel in nine and the rest is padding."""
+        stride = self.stem_stride
+        for _, _, n, s in self.blocks:
+            stride *= s if n > 0 else 1
+        return stride
 
     @property
     def resolution_multiplier(self) -> float:
@@ -320,7 +330,7 @@ class MobileNetV2Model(nn.Module):
         return self.head(x)
 
     def forward(self, pixel_values: torch.Tensor | None = None, **kwargs) -> BaseModelOutput:
-        x = self.features(_check_pixels(pixel_values, self.config.in_channels))
+        x = self.features(_check_pixels(pixel_values, self.config, self.stem.conv.weight.dtype))
         return BaseModelOutput(last_hidden_state=x, pooler_output=self.pool(x).flatten(1))
 
 
@@ -349,7 +359,8 @@ class MobileNetV2ForImageClassification(nn.Module):
 
     def forward(self, pixel_values: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                 **kwargs) -> ClassifierOutput:
-        x = self.mobilenet_v2.features(_check_pixels(pixel_values, self.config.in_channels))
+        x = self.mobilenet_v2.features(_check_pixels(pixel_values, self.config,
+                                                     self.mobilenet_v2.stem.conv.weight.dtype))
         logits = self.classifier(self.dropout(torch.flatten(self.mobilenet_v2.pool(x), 1)))
         loss = F.cross_entropy(logits, _check_labels(labels, len(logits))) if labels is not None else None
         return ClassifierOutput(loss=loss, logits=logits)
@@ -408,14 +419,32 @@ def normalize(images: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------- input checks
 
 
-def _check_pixels(pixel_values: torch.Tensor | None, in_channels: int) -> torch.Tensor:
+def _check_pixels(pixel_values: torch.Tensor | None, config: MobileNetV2Config, dtype: torch.dtype) -> torch.Tensor:
+    in_channels = config.in_channels
     if pixel_values is None:
         raise ValueError("pixel_values is required: a float tensor (batch, channels, height, width)")
     if pixel_values.dim() != 4 or pixel_values.shape[1] != in_channels:
         raise ValueError(f"pixel_values must be (batch, {in_channels}, height, width), got {tuple(pixel_values.shape)}")
     if not pixel_values.is_floating_point():
         raise ValueError(f"pixel_values must be a floating-point tensor, got {pixel_values.dtype}")
+    _check_dtype(pixel_values, dtype)
+    h, w = pixel_values.shape[-2:]
+    s = config.total_stride
+    if h < s or w < s:
+        raise ValueError(f"pixel_values must be at least {s}x{s} (height x width): the model's total stride is {s}, "
+                         f"so a smaller image leaves its last stride-2 layers a 1x1 map of padding; got {h}x{w}")
     return pixel_values
+
+
+def _check_dtype(x: torch.Tensor, dtype: torch.dtype) -> None:
+    """The model's dtype, or (under autocast, which casts for the convolutions) float32/bfloat16/float16."""
+    if x.dtype == dtype or (torch.is_autocast_enabled(x.device.type) and x.dtype in _AUTOCAST_INPUTS):
+        return
+    raise ValueError(f"pixel_values must have the model's dtype {dtype}, got {x.dtype}: cast the input "
+                     f"(pixel_values.to({dtype})) or the model (model.to({x.dtype}))")
+
+
+_AUTOCAST_INPUTS = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _check_labels(labels: torch.Tensor, batch: int) -> torch.Tensor:

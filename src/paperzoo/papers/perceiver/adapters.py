@@ -14,6 +14,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
+from paperzoo.nn.embedding import check_token_ids
 from paperzoo.nn.posenc import FourierPositionEncoding
 
 __all__ = ["GridAdapter", "PixelAdapter", "PatchAdapter", "AudioAdapter", "BytesAdapter", "FeatureAdapter",
@@ -96,7 +97,8 @@ class AudioAdapter(GridAdapter):
 
 
 class BytesAdapter(nn.Module):
-    """UTF-8 bytes (or any ids): ``(batch, seq)`` long, ``seq <= max_len`` -> ``(batch, seq, dim)``.
+    """UTF-8 bytes (or any ids): ``(batch, seq)`` long in ``[0, vocab_size)``, ``seq <= max_len`` ->
+    ``(batch, seq, dim)``.
 
     ``position="learned"``: ``embed(ids) + pos[:seq]`` (Perceiver IO's language model, HF's
     ``PerceiverTextPreprocessor``); ``"fourier"``: 1D Fourier features of the ``max_len`` grid concatenated;
@@ -118,6 +120,7 @@ class BytesAdapter(nn.Module):
 
     def forward(self, ids: torch.Tensor):
         _check_ids(ids, self.max_len)
+        check_token_ids(ids, self.vocab_size)
         e = self.embed(ids)
         s = ids.shape[1]
         if self.pos is not None:

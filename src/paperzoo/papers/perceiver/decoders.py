@@ -127,6 +127,7 @@ class MaskedLMDecoder(nn.Module):
     def __init__(self, decoder: CrossAttentionDecoder, embed: nn.Embedding):
         super().__init__()
         self.decoder = decoder
+        self.num_outputs = decoder.query.shape[0]  # O = max_len learned output queries
         self.embed = [embed]  # tied, not a submodule (its weight belongs to the adapter)
         self.bias = nn.Parameter(torch.zeros(embed.num_embeddings))
 

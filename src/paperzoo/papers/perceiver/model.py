@@ -341,6 +341,10 @@ class Perceiver(nn.Module):
     work when few positions carry a loss (masked byte modelling: 15%). Returns :class:`PerceiverOutput`
     (``logits``, ``last_hidden_state`` = final latents). The per-position decoders accept ``output_index`` of
     shape (O',) or (batch, O').
+
+    Masked LM (``output="mlm"``) on bytes shorter than ``max_len`` decodes the input's ``L`` positions (logits
+    (batch, L, vocab), labels (batch, L)); each output query is independent, so these are the first ``L`` rows of a
+    full decode. Hugging Face's ``PerceiverForMaskedLM`` always decodes ``max_len`` positions.
     """
 
     config_class = PerceiverConfig
@@ -375,6 +379,8 @@ class Perceiver(nn.Module):
         if decode_labelled_only:
             _check_labelled_only(labels, output_index)
             output_index, labels = labelled_positions(labels)
+        elif output_index is None and self.config.output == "mlm" and inputs.shape[1] < self.decoder.num_outputs:
+            output_index = torch.arange(inputs.shape[1], device=z.device)  # a shorter input: decode its L positions
         # decode: latents -> logits (mean-pooled classifier, or Perceiver IO's output queries)
         logits = self.decoder(z, x=x, x_raw=x_raw, output_index=output_index) if self.decoder is not None else None
         loss = None

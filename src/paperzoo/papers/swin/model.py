@@ -13,7 +13,9 @@ from a table ``B_hat`` of ``(2M - 1)^2 x heads``. Shifted windows are a cyclic s
 between tokens that came from different regions (sec. 3.2, Fig. 4). Patch merging concatenates 2x2 neighbours
 (4C), normalises and projects to 2C between stages, so feature maps have strides 4, 8, 16, 32.
 
-Any input size: the map of a block is padded to a multiple of the window and, by default, the padded tokens are
+Any input size from the total stride ``patch_size * 2^(stages - 1)`` up (:attr:`SwinConfig.total_stride`; below it
+the last stages hold no token made of real pixels): the map of a block is padded to a multiple of the window and,
+by default, the padded tokens are
 masked so that they never attend to real tokens nor are attended to (``mask_padding=True``). Hugging Face and
 the official code pad with zeros without masking; ``mask_padding=False`` reproduces that (used for parity).
 When a stage's map is not larger than the window (``min(H, W) <= M``), the window shrinks to ``min(H, W)`` and
@@ -45,7 +47,8 @@ __all__ = ["SwinConfig", "SwinModel", "SwinForImageClassification", "SwinStage",
 @dataclass(frozen=True)
 class SwinConfig:
     """Swin hyper-parameters (paper Table 7 / sec. 3.3). ``image_size`` only sizes the absolute position
-    embedding (``ape``) and the reference FLOP count; the model accepts any input size.
+    embedding (``ape``) and the reference FLOP count; the model accepts any input size of at least
+    :attr:`total_stride` (32 for the paper's models).
 
     ``dim`` is the width C of the first stage (stage i has ``C * 2^i``); ``dropout`` applies to the embedding
     and to both branches of every block, ``attn_dropout`` to the attention weights, ``drop_path_rate`` is the
@@ -72,6 +75,13 @@ class SwinConfig:
 
     def __post_init__(self):
         _check_config(self)
+
+    @property
+    def total_stride(self) -> int:
+        """``patch_size * 2^(stages - 1)``: the pixels per side of one last-stage token, and the smallest input side.
+        Below it a patch merging concatenates zero padding into a 1x1 map, so the last stage has no token made of
+        real pixels (the window shrinks with the map and sets no minimum, as in the official code)."""
+        return self.patch_size * 2 ** (len(self.depths) - 1)
 
     @property
     def num_features(self) -> int:
@@ -334,7 +344,7 @@ class SwinStage(nn.Module):
 
 
 class SwinModel(nn.Module):
-    """Swin backbone. ``pixel_values (B, C_in, H, W)`` of any size ->
+    """Swin backbone. ``pixel_values (B, C_in, H, W)`` of any size ``>= config.total_stride``, in the model's dtype ->
     ``last_hidden_state (B, ceil(H/32) * ceil(W/32), 8C)`` (final LayerNorm) and ``pooler_output (B, 8C)``
     (mean over tokens); ``hidden_states`` (with ``output_hidden_states``): the embedded map and each stage's
     output, ``(B, H_i, W_i, C_i)``. :meth:`features` returns the stage maps at strides 4/8/16/32 for dense tasks."""
@@ -370,7 +380,9 @@ class SwinModel(nn.Module):
     def embed(self, pixel_values: Tensor) -> Tensor:
         """Patch partition + linear embedding (sec. 3.1; image zero-padded to a multiple of the patch)
         -> ``(B, H/p, W/p, C)``."""
-        _check_pixel_values(pixel_values, self.config.in_channels)
+        _check_pixel_values(pixel_values, self.config.in_channels, self.patch_embed.weight.dtype,
+                            self.config.total_stride, "the total stride: patch_size "
+                            f"{self.config.patch_size} x 2^{len(self.config.depths) - 1} patch mergings")
         p = self.config.patch_size
         h, w = pixel_values.shape[-2:]
         if h % p or w % p:
@@ -493,7 +505,8 @@ def _check_config(cfg: SwinConfig) -> None:
             raise ValueError(f"{name} must be in [0, 1), got {getattr(cfg, name)}")
 
 
-def _check_pixel_values(pixel_values: Tensor, channels: int) -> None:
+def _check_pixel_values(pixel_values: Tensor, channels: int, dtype: torch.dtype, min_size: int, why: str) -> None:
+    """Rank, channels, a floating dtype that is the model's (or one autocast casts), both sides >= ``min_size``."""
     if not isinstance(pixel_values, Tensor) or pixel_values.ndim != 4:
         raise ValueError(f"pixel_values must be a 4-D tensor (batch, {channels}, height, width), "
                          f"got {getattr(pixel_values, 'shape', type(pixel_values))}")
@@ -501,6 +514,16 @@ def _check_pixel_values(pixel_values: Tensor, channels: int) -> None:
         raise ValueError(f"pixel_values must have {channels} channels (dim 1), got shape {tuple(pixel_values.shape)}")
     if not pixel_values.is_floating_point():
         raise ValueError(f"pixel_values must be floating point, got {pixel_values.dtype}")
+    autocast = torch.is_autocast_enabled(pixel_values.device.type) and pixel_values.dtype in _AUTOCAST_INPUTS
+    if pixel_values.dtype != dtype and not autocast:
+        raise ValueError(f"pixel_values must have the model's dtype {dtype}, got {pixel_values.dtype}: cast the "
+                         f"input (pixel_values.to({dtype})) or the model (model.to({pixel_values.dtype}))")
+    h, w = pixel_values.shape[-2:]
+    if h < min_size or w < min_size:
+        raise ValueError(f"pixel_values must be at least {min_size}x{min_size} (height x width), {why}; got {h}x{w}")
+
+
+_AUTOCAST_INPUTS = (torch.float32, torch.bfloat16, torch.float16)  # autocast casts these for the matmuls
 
 
 def _check_labels(labels: Tensor, batch: int) -> None:

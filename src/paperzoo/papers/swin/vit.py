@@ -87,7 +87,8 @@ class ViT(nn.Module):
         return {"pixel_values": torch.randn(batch, config.in_channels, config.image_size, config.image_size)}
 
     def encode(self, pixel_values: Tensor) -> BaseModelOutput:
-        _check_pixel_values(pixel_values, self.config.in_channels)
+        _check_pixel_values(pixel_values, self.config.in_channels, self.patch_embed.weight.dtype,
+                            self.config.patch_size, f"one patch of patch_size {self.config.patch_size}")
         p = self.config.patch_size
         h, w = pixel_values.shape[-2:]
         if h % p or w % p:

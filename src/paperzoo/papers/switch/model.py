@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from paperzoo.nn.attention import as_keep_mask
+from paperzoo.nn.embedding import check_token_ids
 from paperzoo.nn.outputs import ModelOutput
 from paperzoo.nn.transformer import TransformerConfig, TransformerEncoder
 from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
@@ -30,6 +32,12 @@ class SwitchLMConfig:
     ``moe_every``: a Switch FFN in layers ``i`` with ``i % moe_every == moe_every - 1`` (2: every other, the
     paper's choice). Capacity factors, jitter, expert dropout and init scale as in
     :class:`~paperzoo.papers.switch.moe.SwitchMoEConfig`.
+
+    ``dropout`` applies outside the experts (attention and residual branches), ``expert_dropout`` inside them (on the
+    expert hidden layer). The presets here are pretraining runs (no dropout in ``tiny``, 0.1 elsewhere, none in the
+    experts). For fine-tuning, the paper's "expert dropout" (sec. 2.4, Table 4) is ``dropout=0.1,
+    expert_dropout=0.4``: a larger rate inside the experts only, which beat raising the rate everywhere on the
+    smaller downstream tasks. No preset fine-tunes yet, so none sets it.
     """
 
     vocab_size: int = 8192
@@ -102,7 +110,15 @@ class SwitchLMOutput(ModelOutput):
 
 
 class SwitchLM(nn.Module):
-    """``forward(input_ids (batch, seq), labels=None)``; labels are the inputs (shifted inside, -100 ignored)."""
+    """``forward(input_ids (batch, seq), labels=None, attention_mask=None)``; labels are the inputs (shifted inside,
+    -100 ignored).
+
+    ``attention_mask`` (batch, seq), 1 = token, 0 = padding (HF's convention): padded positions are masked as keys in
+    every attention layer (on top of the causal mask), take no expert capacity, get zero MoE output and stay out of
+    the balancing and z losses and the routing metrics (:class:`~paperzoo.papers.switch.moe.SwitchMoE`'s mask), and
+    no target is predicted at or from a padded position. So real positions' logits and every loss equal those of the
+    unpadded batch (left or right padding; up to float rounding, and when capacity drops no token in either).
+    """
 
     config_class = SwitchLMConfig
 
@@ -143,15 +159,21 @@ class SwitchLM(nn.Module):
                     n -= (m.w1.numel() + m.w2.numel()) * (m.num_local_experts - m.config.k) // m.num_local_experts
         return n
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> SwitchLMOutput:
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> SwitchLMOutput:
         _check_input_ids(input_ids, self.config.max_len)
-        out = self.encoder(self.embed(input_ids))  # (batch, seq, dim); aux: one dict per Switch layer
+        check_token_ids(input_ids, self.config.vocab_size)
+        keep = _keep_mask(attention_mask, input_ids)  # (batch, seq) bool, None without padding
+        out = self.encoder(self.embed(input_ids), key_padding_mask=keep)  # (batch, seq, dim); aux per Switch layer
         logits = F.linear(out.last_hidden_state, self.embed.weight)  # tied embeddings, (batch, seq, vocab)
         router = tuple(a for a in (out.aux or ()) if a)
         if labels is None:
             return SwitchLMOutput(logits=logits, router=router or None)
         _check_labels(labels, input_ids)
-        lm = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+        targets = labels[:, 1:]
+        if keep is not None:  # a target counts only if it and the token predicting it are real
+            targets = targets.masked_fill(~(keep[:, :-1] & keep[:, 1:]), -100)
+        lm = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), targets.reshape(-1),
                              ignore_index=-100)  # next-token loss
         aux = logits.new_zeros(())
         for a in router:  # sec. 2.2: alpha * balance loss (eq. 4) per layer, summed; no mixing across layers
@@ -177,6 +199,18 @@ def _check_input_ids(input_ids: torch.Tensor, max_len: int) -> None:
                          f"{input_ids.dtype}")
     if input_ids.shape[1] > max_len:
         raise ValueError(f"sequence length must be <= max_len={max_len}, got {input_ids.shape[1]}")
+
+
+def _keep_mask(attention_mask: torch.Tensor | None, input_ids: torch.Tensor) -> torch.Tensor | None:
+    """The bool keep-mask of an HF-style ``attention_mask``; None when absent or without padding (the mask-free
+    causal attention and unmasked routing: the same computation as no mask)."""
+    if attention_mask is None:
+        return None
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(f"attention_mask must have shape {tuple(input_ids.shape)} (batch, seq; 1 = token, "
+                         f"0 = padding), got {tuple(attention_mask.shape)}")
+    keep = as_keep_mask(attention_mask)
+    return None if bool(keep.all()) else keep
 
 
 def _check_labels(labels: torch.Tensor, input_ids: torch.Tensor) -> None:
