@@ -90,7 +90,8 @@ def test_presets_name_the_committed_reports():
         assert set(presets) == {"tiny", "small"}
         committed = json.loads((reports / folder / "config.json").read_text())["config"]
         p = presets["small"]
-        assert committed["pretrain"] == p.train.to_dict() and committed["finetune"] == dataclasses.asdict(p.finetune)
+        finetune = {"precision": "fp32", **committed["finetune"]}  # recorded before FinetuneConfig.precision (fp32)
+        assert committed["pretrain"] == p.train.to_dict() and finetune == dataclasses.asdict(p.finetune)
         renamed = {"depth": "num_layers", "hidden_act": "activation"}  # the config vocabulary since
         model = {renamed.get(k, k): v for k, v in committed["model"].items()}
         assert model == dataclasses.asdict(dataclasses.replace(p.model, vocab_size=model["vocab_size"]))
