@@ -386,18 +386,19 @@ def _colormap(x: Tensor, vmax: float) -> Tensor:
     return torch.from_numpy(rgb).float()
 
 
-def deformation_images(model: Nerfies, root: Path, cap, idx: list[int]) -> tuple[Tensor, Tensor]:
-    """``(learned, true)`` (n, H, W, 3): ``|T_f(x) - x|`` and ``|W_f(x) - x|`` at the true surface point of every
-    pixel of the images ``idx`` (indices into ``cap.ids``), colour-mapped on one scale (viridis, 0 to the largest
-    true motion); pixels where the object covers less than half of the opacity are black."""
+def deformation_images(model: Nerfies, root: Path, cap, idx: list[int]) -> tuple[Tensor, Tensor, Tensor]:
+    """``(learned, true, error)`` (n, H, W, 3) at the true surface point ``x`` of every pixel of the images ``idx``
+    (indices into ``cap.ids``), colour-mapped (viridis): the learned ``|T_f(x) - x|`` on its own scale (0 to its
+    largest value: it includes whatever offset the learned template has), the true ``|W_f(x) - x|`` and the
+    per-pixel warp error ``|T_f(x) - T_0(W_f(x))|`` (see :func:`warp_error`) on the true motion's scale; pixels
+    where the object covers less than half of the opacity are black."""
     import torch.nn.functional as F
 
     from paperzoo.data import load_nonrigid_truth
 
     truth = load_nonrigid_truth(root, verify=False)
-    true = truth_warp(root)
-    warp = learned_warp(model)
-    learned, real = [], []
+    true, warp = truth_warp(root), learned_warp(model)
+    maps = []
     for i in idx:
         t = truth.index(cap.ids[i])
         depth, obj = truth.depth[t], truth.object_alpha[t]
@@ -407,15 +408,20 @@ def deformation_images(model: Nerfies, root: Path, cap, idx: list[int]) -> tuple
         o, d = cap.cameras[i].rays()
         x = (o[0] + depth[..., None] * d[0]).reshape(-1, 3).float()
         f = cap.warp_ids[i].expand(len(x))
-        mask = (obj > 0.5).reshape(-1, 1)
-        learned.append(((warp(x, f) - x).norm(dim=-1), mask))
-        real.append(((true(x, f) - x).norm(dim=-1), mask))
-    vmax = max((float(v[m[:, 0]].max()) if m.any() else 0.0 for v, m in real), default=1.0)
+        xt, tx = true(x, f), warp(x, f)
+        err = (tx - warp(xt, torch.zeros_like(f))).norm(dim=-1)
+        maps.append(((tx - x).norm(dim=-1), (xt - x).norm(dim=-1), err, (obj > 0.5).reshape(-1)))
     h, w = cap.height, cap.width
 
-    def img(v, m):
-        return (_colormap(v, vmax) * m).view(h, w, 3)
-    return torch.stack([img(*a) for a in learned]), torch.stack([img(*a) for a in real])
+    def top(k: int) -> float:
+        return max((float(m[k][m[3]].max()) if m[3].any() else 0.0 for m in maps), default=1.0)
+
+    def img(v: Tensor, mask: Tensor, vmax: float) -> Tensor:
+        return (_colormap(v, vmax) * mask[:, None]).view(h, w, 3)
+    scale_learned, scale_true = top(0), top(1)
+    return (torch.stack([img(m[0], m[3], scale_learned) for m in maps]),
+            torch.stack([img(m[1], m[3], scale_true) for m in maps]),
+            torch.stack([img(m[2], m[3], scale_true) for m in maps]))
 
 
 def _grid(rows: list[list[Tensor]], path: Path) -> Path:
@@ -433,7 +439,7 @@ def pictures(run_dir: Path, p: NerfiesPreset, root: Path, frames: int = 40, pane
     """From seed 0's ``static`` and ``nerfies`` models: ``validation_views.png`` (rows: validation views;
     columns: ground truth | static | nerfies | |error| x4 of nerfies), ``canonical_observed.png`` (nerfies
     rendered in observed space | the template rendered with the warp off, canonical space | true observed image),
-    ``deformation.png`` (learned |T(x) - x| | true |W(x) - x| at the surface points), and a novel camera path
+    ``deformation.png`` (learned |T(x) - x| | true |W(x) - x| | warp error at the surface points), and a novel path
     (``novel_path.gif`` + ``.mp4``)."""
     from paperzoo.papers.nerf.views import write_video
     from paperzoo.train.precision import resolve_precision
@@ -454,8 +460,8 @@ def pictures(run_dir: Path, p: NerfiesPreset, root: Path, frames: int = 40, pane
         out.append(_grid([[gt[k], static[k], ours[k], ((ours[k] - gt[k]).abs() * 4).clamp(0, 1)]
                           for k in range(len(idx))], run_dir / "validation_views.png"))
         out.append(_grid([[ours[k], canonical[k], gt[k]] for k in range(len(idx))], run_dir / "canonical_observed.png"))
-        learned, real = deformation_images(nerfies, root, cap, idx)
-        out.append(_grid([[learned[k], real[k]] for k in range(len(idx))], run_dir / "deformation.png"))
+        learned, real, err = deformation_images(nerfies, root, cap, idx)
+        out.append(_grid([[learned[k], real[k], err[k]] for k in range(len(idx))], run_dir / "deformation.png"))
         cams, wids = novel_path(cap, frames)
         o, d = cams.rays()
         n, h, w = o.shape[:3]
@@ -530,7 +536,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
              f"equals the true motion || W_f(x) - x || for a static NeRF (the warp is the identity). Precision: "
              f"{used['used']} ({used['requested']}: {used['reason']}). Pictures from seed 0: validation_views "
              f"(gt | static | nerfies | error x4), canonical_observed (nerfies observed | template with the warp off "
-             f"| gt), deformation (learned | true |T(x) - x| at the true surface, one viridis scale), novel_path "
+             f"| gt), deformation (at the true surface, viridis: learned |T_f(x) - x| on its own scale, which "
+             f"includes the learned template's offset | true |W_f(x) - x| | per-pixel warp error "
+             f"|T_f(x) - T_0(W_f(x))| on the true motion's scale), novel_path "
              f"(the validation camera swung +-0.35 rad about the vertical while the scene moves; MP4 beside the "
              f"GIF). LPIPS (the paper's headline metric) is not reported: it needs pretrained weights no installable "
              f"package ships offline. The paper: 250k steps of 6,144 rays, 8x256 + 6x128, 128 + 128 samples.")
