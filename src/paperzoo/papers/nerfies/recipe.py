@@ -63,7 +63,8 @@ class NerfiesPreset(Preset):
     ``eval_views``: validation views rendered per evaluation (evenly spread over the frames); ``warp_points``:
     surface points per frame for the warp error; ``background_points``: static points per step for the background
     loss; ``elastic``: the elastic weight schedule (rescaled to the run with ``for_run``); ``c2f_fraction``: the
-    share of the run over which the coarse-to-fine window opens (the paper's 80k of 250k steps = 0.32)."""
+    share of the run over which the coarse-to-fine window opens (the paper's 80k of 250k steps = 0.32); ``path_frames``:
+    frames of the novel-path video."""
 
     capture: str = "small"
     capture_seed: int = 0
@@ -73,6 +74,7 @@ class NerfiesPreset(Preset):
     background_points: int = 1024
     elastic: ElasticSchedule = ElasticSchedule()
     c2f_fraction: float = 0.32
+    path_frames: int = 30  # frames of the novel-path video
     variants: tuple[str, ...] = VARIANTS
 
 
@@ -85,11 +87,12 @@ def _model(template: NeRFConfig, warp: WarpConfig, render: RenderConfig, **kw) -
 # of ~5-6 from other jobs (`time_step`, median of 4 steps after a warm-up, 2026-12-01):
 SMALL_STEP_SECONDS = {"static": 0.110, "translation": 0.155, "se3": 0.159, "nerfies": 0.242, "no-elastic": 0.142,
                       "no-c2f": 0.241, "no-background": 0.236}
+# Rendering (eval mode, the same conditions): 4,096 rays of the small nerfies model in 3.5 s (0.86 ms a ray).
 # Budget of `small` (--workers 2, one thread each): one step of all 7 variants = 1.285 s; x 3 seeds / 2 workers =
-# 1.93 s of wall time per step; 800 steps = 1,542 s. Fixed costs: generating the small capture once (~100 s), the
-# final evaluation of 21 jobs (8 validation views of 64 x 64 = 32,768 rays, ~10 s each: ~105 s over 2 workers),
-# the pictures (4 views x 3 renders + a 40-frame path at 64 px, ~80 s): ~285 s. Total ~1,830 s = ~31 min, leaving
-# ~1.45x for the host's drift under the 45 min budget.
+# 1.93 s of wall time per step; 700 steps = 1,350 s. Fixed costs: generating the small capture once (~100 s), the
+# final evaluation of 21 jobs (6 validation views of 64 x 64 = 24,576 rays, ~21 s each: ~220 s over 2 workers), the
+# pictures in the main process (4 views x 3 renders + a 30-frame path at 64 px = 172k rays, ~150 s): ~470 s. Total
+# ~1,820 s = ~30 min, leaving ~1.5x for the host's drift under the 45 min budget.
 PRESETS: dict[str, NerfiesPreset] = {
     # the smoke test: seconds; the generator's tiny capture (4 frames of 32 px), asserts learning, not quality
     "tiny": NerfiesPreset(
@@ -98,16 +101,16 @@ PRESETS: dict[str, NerfiesPreset] = {
         train=TrainConfig(steps=150, batch_size=128, lr=1e-2, warmup_steps=0, schedule="cosine", min_lr_ratio=0.1,
                           weight_decay=0.0, eval_every=0, ckpt_every=0, log_every=25, grad_clip=None, device="cpu",
                           precision="fp32"),
-        capture="tiny", image_scale=1, eval_views=4, warp_points=64, background_points=128, seeds=2,
+        capture="tiny", image_scale=1, eval_views=4, warp_points=64, background_points=128, path_frames=4, seeds=2,
         variants=("static", "nerfies")),
     # the laptop reproduction: all 7 variants x 3 seeds with --workers 2 in <= 45 min (arithmetic: see below)
     "small": NerfiesPreset(
         model=_model(NeRFConfig.preset("small", density_activation="softplus"), WarpConfig.preset("small"),
                      RenderConfig(num_coarse=24, num_fine=48, white_background=False)),
-        train=TrainConfig(steps=800, batch_size=128, lr=5e-3, warmup_steps=20, schedule="cosine", min_lr_ratio=0.1,
+        train=TrainConfig(steps=700, batch_size=128, lr=5e-3, warmup_steps=20, schedule="cosine", min_lr_ratio=0.1,
                           weight_decay=0.0, eval_every=0, ckpt_every=100, log_every=25, grad_clip=None,
                           device="cpu", precision="auto"),
-        capture="small", image_scale=2, eval_views=8, warp_points=256, background_points=1024, seeds=3),
+        capture="small", image_scale=2, eval_views=6, warp_points=256, background_points=1024, seeds=3),
     # the paper's settings (gpu_vrig_paper.gin): 8 x 256 template, 6 x 128 warp, 128 + 128 samples, 6,144 rays,
     # lr 1e-3 -> 1e-4 over 250k steps, c2f over 80k, elastic constant 0.001; a GPU job
     "paper": NerfiesPreset(
@@ -514,7 +517,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                                title="validation-rig PSNR (fine network)", ylabel="dB"),
              plot_bars_with_ci({v: res.values(v, "warp_error") for v in p.variants}, run_dir / "warp_error.png",
                                title="warp error vs the true warp (surface points)", ylabel="normalised units")]
-    plots += pictures(run_dir, p, root, frames=40 if name != "tiny" else 4)
+    plots += pictures(run_dir, p, root, frames=p.path_frames)
     c = p.model
     details = {**{k: str(v) for k, v in parts.items()},
                "capture": f"generate_nonrigid preset {p.capture!r} seed {p.capture_seed} at rgb/{p.image_scale}x; "
