@@ -94,3 +94,12 @@ def test_tiny_run_learns_the_validation_views(tmp_path, monkeypatch):
                     "novel_path.mp4", "psnr.png", "warp_error.png", "report.md"):
         assert (run_dir / picture).stat().st_size > 0, picture
     assert "novel_path.gif" in doc["plots"] and "warp error" in doc["notes"]
+    # `paperzoo render nerfies` from a job folder of the run: the novel path at another size
+    from typer.testing import CliRunner
+
+    from paperzoo.cli import app
+
+    res = CliRunner().invoke(app, ["render", "nerfies", "--checkpoint", str(run_dir / "nerfies" / "seed-0"),
+                                   "--out", str(tmp_path / "path.gif"), "--frames", "2", "--side", "16"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "path.gif").stat().st_size > 0

@@ -43,6 +43,7 @@ register(Paper(
     models=("Nerfies",),
     recipes={"nerfies": "paperzoo.papers.nerfies.recipe:run"},
     benches={"nerfies": "paperzoo.bench.nerfies:run"},
+    render="paperzoo.papers.nerfies.recipe:render_checkpoint",
     claims=(
         "A deformation field into a canonical NeRF beats a static NeRF on validation-rig PSNR of a non-rigid scene; "
         "SE(3) beats translation; coarse-to-fine, elastic and background regularisation each help.",

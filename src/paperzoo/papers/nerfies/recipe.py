@@ -278,7 +278,7 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: NerfiesPrese
     num_images = int(cap.warp_ids.max()) + 1
     data = TensorDataset(o.float(), d.float(), rgb, cap.warp_ids[image_ids])
     cfg, use = variant_config(p, job.variant, num_images, cap.near, cap.far)
-    describe(out, cfg, p.image_scale)
+    describe(out, cfg, p.image_scale, root)
     points, frames = surface_points(root, eval_indices(len(cap.val_idx), p.eval_views), p.warp_points)
     true = truth_warp(root)
     static_points = cap.points.float()
@@ -335,12 +335,14 @@ def time_step(p: NerfiesPreset, variant: str, root: Path, steps: int = 3) -> flo
 MODEL_FILE = "nerfies.json"
 
 
-def describe(out: Path, model: NerfiesConfig, image_scale: int) -> Path:
-    """Write ``out/nerfies.json``: what :func:`load_trained` needs to rebuild the model of a checkpoint there."""
+def describe(out: Path, model: NerfiesConfig, image_scale: int, capture: Path | None = None) -> Path:
+    """Write ``out/nerfies.json``: what :func:`load_trained` needs to rebuild the model of a checkpoint there, and
+    the capture it was trained on (for :func:`render_checkpoint`)."""
     from paperzoo.report.serial import dumps, write_text_atomic
 
-    return write_text_atomic(Path(out) / MODEL_FILE, dumps({"model": dataclasses.asdict(model),
-                                                            "image_scale": image_scale}))
+    return write_text_atomic(Path(out) / MODEL_FILE, dumps({
+        "model": dataclasses.asdict(model), "image_scale": image_scale,
+        "capture": str(Path(capture).resolve()) if capture is not None else None}))
 
 
 def _config_from(d: dict) -> NerfiesConfig:
@@ -380,6 +382,28 @@ def novel_path(cap, frames: int, sweep: float = 0.35):
     moved = dataclasses.replace(cams, position=torch.einsum("nij,nj->ni", rot, cams.position),
                                 orientation=cams.orientation @ rot.transpose(-1, -2))
     return moved, cap.warp_ids[val]
+
+
+def render_checkpoint(checkpoint: Path, out: Path, frames: int = 30, side: int | None = None) -> Path:
+    """Render the novel camera path (:func:`novel_path`) as a video (``.gif`` or ``.mp4`` by ``out``'s suffix) from
+    a training checkpoint (``ckpt-N.pt``, or a job folder: its newest one), at ``side`` px (default: the
+    training resolution), the capture read from where ``nerfies.json`` says it was trained."""
+    from paperzoo.data import load_nerfies
+    from paperzoo.papers.nerf.views import write_video
+
+    model, meta = load_trained(checkpoint)
+    if not meta.get("capture") or not Path(meta["capture"]).is_dir():
+        raise ValueError(f"the capture this model was trained on ({meta.get('capture')}) is missing; regenerate it "
+                         f"with paperzoo.data.generate_nonrigid")
+    cap = load_nerfies(meta["capture"], meta["image_scale"], points=False)
+    cams, wids = novel_path(cap, frames)
+    if side is not None:
+        cams = cams.scaled(side / cap.width)
+    o, d = cams.rays()
+    n, h, w = o.shape[:3]
+    rgb, _ = render_rays(model, o.reshape(-1, 3).float(), d.reshape(-1, 3).float(),
+                         wids[:, None].expand(n, h * w).reshape(-1))
+    return write_video(rgb.view(n, h, w, 3), out)
 
 
 def _colormap(x: Tensor, vmax: float) -> Tensor:
