@@ -103,7 +103,7 @@ PRESETS: dict[str, NerfiesPreset] = {
                           precision="fp32"),
         capture="tiny", image_scale=1, eval_views=4, warp_points=64, background_points=128, path_frames=4, seeds=2,
         variants=("static", "nerfies")),
-    # the laptop reproduction: all 7 variants x 3 seeds with --workers 2 in <= 45 min (arithmetic: see below)
+    # the laptop reproduction: all 7 variants x 3 seeds with --workers 2 in <= 45 min (arithmetic: see above)
     "small": NerfiesPreset(
         model=_model(NeRFConfig.preset("small", density_activation="softplus"), WarpConfig.preset("small"),
                      RenderConfig(num_coarse=24, num_fine=48, white_background=False)),
