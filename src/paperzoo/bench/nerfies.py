@@ -1,0 +1,137 @@
+"""``paperzoo bench nerfies``: what the deformation field and the elastic loss cost, in one process, interleaved.
+
+Rows:
+
+* ``nerfies train step <preset>``: a training step (forward + backward) of the full model (SE(3) field, elastic
+  loss on the coarse samples' Jacobians, background loss) vs a NeRF at the same rays, samples and template
+  (``Nerfies`` with ``deformation="none"``: the canonical NeRF alone), with rays/s of each, matmul FLOPs and the
+  fraction of the measured matmul peak; the same for the field without the elastic loss (``se3, no elastic``).
+* ``nerfies jacobian <preset>``: the warp and its 3x3 Jacobian at every point with the gradient of the elastic
+  loss, ours (``torch.func.vmap`` of ``jacfwd``, one batched pass) vs an autograd reference (three reverse-mode
+  ``autograd.grad`` calls with ``create_graph=True``, one per output coordinate: valid because points do not
+  interact), in microseconds per sample; both Jacobians are checked equal first.
+
+Environment: ``PAPERZOO_BENCH_QUICK=1`` runs a few repeats of the ``tiny`` case only (a smoke test).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from paperzoo.bench.results import BenchResult
+from paperzoo.measure import count_flops, time_interleaved
+from paperzoo.papers.nerf.model import NeRFConfig
+from paperzoo.papers.nerf.render import RenderConfig
+from paperzoo.papers.nerfies import Nerfies, NerfiesConfig, WarpConfig, elastic_loss, nerfies_loss
+
+CASES = {  # preset -> (template preset, warp preset, rays per step, coarse, fine samples, background points)
+    "tiny": ("tiny", "tiny", 64, 8, 8, 64),
+    "small": ("small", "small", 128, 24, 48, 1024),  # the recipe's small preset
+    "paper": ("paper", "paper", 64, 128, 128, 16_384),  # the paper's sizes, fewer rays
+}
+
+
+def _model(case: str, deformation: str) -> Nerfies:
+    t, w, _, nc, nf, _ = CASES[case]
+    kw = {"skips": (3,), "xyz_freqs": 8} if t == "paper" else {}
+    template = NeRFConfig.preset(t, density_activation="softplus", **kw)
+    torch.manual_seed(0)
+    return Nerfies(NerfiesConfig(template=template, warp=WarpConfig.preset(w, alpha_steps=0), deformation=deformation,
+                                 num_images=16, appearance_dim=8,
+                                 render=RenderConfig(num_coarse=nc, num_fine=nf, near=1.7, far=5.3,
+                                                     white_background=False)))
+
+
+def _batch(n: int, points: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """``n`` rays from a camera 3.5 units away towards the origin, targets, image ids and static points."""
+    g = torch.Generator().manual_seed(seed)
+    o = torch.tensor([0.0, 0.0, 3.5]).expand(n, 3).clone()
+    d = torch.nn.functional.normalize(torch.cat([0.3 * torch.randn(n, 2, generator=g), -torch.ones(n, 1)], -1), dim=-1)
+    return {"o": o, "d": d, "rgb": torch.rand(n, 3, generator=g), "ids": torch.randint(0, 16, (n,), generator=g),
+            "static": 2.0 * torch.rand(points, 3, generator=g) - 1.0}
+
+
+def train_step(model: Nerfies, b: dict, elastic: bool, background: bool):
+    """A closure: one forward + backward of ``nerfies_loss`` (elastic weight 0.01, background weight 1)."""
+    def f():
+        model.zero_grad(set_to_none=True)
+        out = model(b["o"], b["d"], b["ids"], return_jacobian=elastic)
+        bg = model.background_warp(b["static"]) if background else None
+        loss, _ = nerfies_loss(out, b["rgb"], elastic_weight=0.01 if elastic else 0.0, background=bg)
+        loss.backward()
+    return f
+
+
+def reference_jacobian(field, points: torch.Tensor, codes: torch.Tensor, alpha: float
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(warped (N, 3), J (N, 3, 3))`` by reverse-mode autograd: one ``autograd.grad`` per output coordinate of the
+    summed warp (points are independent, so row ``a`` of every point's Jacobian comes out of call ``a``), with
+    ``create_graph=True`` so the elastic loss can be differentiated through it."""
+    x = points.detach().requires_grad_(True)
+    y = field(x, codes, alpha)  # (N, 3)
+    rows = [torch.autograd.grad(y[:, a].sum(), x, create_graph=True)[0] for a in range(3)]  # 3 x (N, 3)
+    return y, torch.stack(rows, dim=-2)  # J[n, a, b] = d y_a / d x_b
+
+
+def jacobian_closures(model: Nerfies, n: int, seed: int = 0) -> tuple[dict, float]:
+    """``({"jacfwd+vmap": f, "autograd": g}, max |J_ours - J_ref|)`` for ``n`` points: warp, Jacobian, elastic
+    loss (uniform weights) and its backward."""
+    g = torch.Generator().manual_seed(seed)
+    pts = 2.0 * torch.rand(n, 3, generator=g) - 1.0
+    codes = model.warp_codes(torch.randint(0, 16, (n,), generator=g)).detach()
+    field, m = model.warp, float(model.config.warp.num_freqs)
+    weights = torch.full((n, 1), 1.0)
+    j_ours, j_ref = field.warp_and_jacobian(pts, codes, m)[1], reference_jacobian(field, pts, codes, m)[1]
+    diff = float((j_ours - j_ref).detach().abs().max())
+
+    def ours():
+        field.zero_grad(set_to_none=True)
+        _, jac = field.warp_and_jacobian(pts, codes, m)
+        elastic_loss(jac[:, None], weights).backward()
+
+    def ref():
+        field.zero_grad(set_to_none=True)
+        _, jac = reference_jacobian(field, pts, codes, m)
+        elastic_loss(jac[:, None], weights).backward()
+    return {"jacfwd+vmap": ours, "autograd": ref}, diff
+
+
+def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
+    """Time every case; returns ``(rows, meta)`` for :func:`paperzoo.bench.run_bench`."""
+    from paperzoo.measure import machine_peak_gflops
+
+    quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
+    cases = ("tiny",) if quick else ("small", "paper")
+    peak = machine_peak_gflops()
+    rows: list[BenchResult] = []
+    for case in cases:
+        _, _, n_rays, nc, nf, n_bg = CASES[case]
+        b = _batch(n_rays, n_bg)
+        full, nerf = _model(case, "se3"), _model(case, "none")
+        n = repeats or (2 if quick else 5)
+        closures = {"nerfies": train_step(full, b, True, True), "nerf": train_step(nerf, b, False, False),
+                    "se3, no elastic": train_step(full, b, False, True)}
+        timed = time_interleaved(closures, warmup=1, repeats=n)
+        for label, peer in (("nerfies", "nerf"), ("se3, no elastic", "nerf")):
+            flops = count_flops(closures[label])
+            rows.append(BenchResult.from_stats(
+                f"nerfies train step {case} ({label} vs nerf)",
+                f"{n_rays} rays x ({nc} + {nf}) samples, fwd+bwd" + (f", {n_bg} background points"),
+                {label: timed[label], peer: timed[peer]}, flops=flops, peak_gflops=peak,
+                rays_per_s=n_rays / timed[label].median, peer_rays_per_s=n_rays / timed[peer].median, repeats=n))
+        points = n_rays * nc  # as many as the elastic loss sees in a step
+        jac, diff = jacobian_closures(full, points)
+        stats = time_interleaved(jac, warmup=1, repeats=n)
+        rows.append(BenchResult.from_stats(
+            f"nerfies jacobian {case}", f"{points} points, warp + 3x3 Jacobian + elastic loss, fwd+bwd", stats,
+            flops=count_flops(jac["jacfwd+vmap"]), peak_gflops=peak,
+            us_per_sample=stats["jacfwd+vmap"].median / points * 1e6,
+            peer_us_per_sample=stats["autograd"].median / points * 1e6, max_abs_diff_vs_autograd=diff, repeats=n))
+    meta = {"torch_threads": torch.get_num_threads(),
+            "notes": ("Same rays, codes and weights across rows; fp32; the coarse-to-fine window fully open. The NeRF "
+                      "peer is the same template without a deformation field. FLOPs: matmuls only "
+                      "(torch.utils.flop_counter). Interleaved medians on a shared machine.")}
+    return rows, meta
