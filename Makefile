@@ -2,7 +2,9 @@
 PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
-# The shared read-only data beside the checkout, unless PAPERZOO_DATA says otherwise.
+# The shared read-only data beside the checkout, unless PAPERZOO_DATA says otherwise; without either, the library's
+# default (~/.cache/paperzoo, where `paperzoo data fetch` puts sets). Tests of absent sets are skipped, with one line
+# saying which and how to fetch them (CI or PAPERZOO_REQUIRE_DATA=1 makes them fail: .ci/run).
 export PAPERZOO_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),$(HOME)/.cache/paperzoo)
 
 $(STAMP): pyproject.toml constraints.txt

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import tarfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from paperzoo import __version__, registry
 
@@ -19,8 +27,26 @@ console = Console()
 
 
 def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {message}", soft_wrap=True, highlight=False)
+    """One red line (never wrapped, no markup read from the message) and exit status 2."""
+    console.print(Text(f"error: {message}", style="red"), soft_wrap=True)
     raise typer.Exit(code=2)
+
+
+# what a reader raises on a damaged file it did not (or could not) verify first; click would print "Aborted!"
+# for EOFError and a traceback for the others
+_DAMAGED = (EOFError, gzip.BadGzipFile, zlib.error, tarfile.TarError, zipfile.BadZipFile)
+
+
+@contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Missing or damaged data and bad arguments end the command with one red line instead of a traceback."""
+    try:
+        yield
+    except _DAMAGED as e:
+        _fail(f"a data file is damaged or truncated ({type(e).__name__}: {e}); `paperzoo data verify` names it and "
+              f"`paperzoo data fetch NAME` replaces it")
+    except (FileNotFoundError, ValueError) as e:  # missing data (DataNotFoundError), damaged data
+        _fail(str(e))  # (DataIntegrityError), bad preset or option
 
 
 def _version(value: bool) -> None:
@@ -114,7 +140,9 @@ def reproduce(
     run = registry.resolve(_recipe_target(name))
     before = len(started_runs())
     try:
-        run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, workers=workers or 1, precision=precision)
+        with _one_line_errors():
+            run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, workers=workers or 1,
+                          precision=precision)
     except BaseException as e:
         mine = started_runs()[before:]  # the run folder this command opened, if it got that far
         if mine and discard_unstarted(mine[-1]):
@@ -146,7 +174,8 @@ def bench(
     from paperzoo.bench.runner import BenchOptionError
 
     try:
-        run_bench(name, json_path=json_path, commit=commit)
+        with _one_line_errors():
+            run_bench(name, json_path=json_path, commit=commit)
     except KeyError as e:
         _fail(str(e.args[0]))
     except BenchOptionError as e:
@@ -169,10 +198,8 @@ def render(
     if not p.render:
         valid = ", ".join(q.name for q in registry.papers() if q.render) or "(none)"
         _fail(f"paper {name!r} has no renderer; papers that render: {valid}")
-    try:
+    with _one_line_errors():
         path = registry.resolve(p.render)(checkpoint, out, frames=frames, side=side)
-    except (FileNotFoundError, ValueError) as e:
-        _fail(str(e))
     console.print(f"wrote {path}")
 
 
@@ -187,10 +214,8 @@ def export(
     """Export a trained MobileNetV2 for deployment (folded BatchNorm) to ONNX, TorchScript or int8."""
     from paperzoo.papers.mobilenetv2.deploy import export as export_mobilenetv2
 
-    try:
+    with _one_line_errors():
         path = export_mobilenetv2(model_dir, out, fmt=fmt, image_size=image_size, calibration=calibration)
-    except (FileNotFoundError, ValueError) as e:
-        _fail(str(e))
     console.print(f"wrote {path}")
 
 
@@ -199,44 +224,58 @@ def data_list() -> None:
     """Every data set paperzoo knows, with where it is and whether it is present."""
     from paperzoo import data
 
-    table = Table(title=f"data sets under {data.data_root()}")
-    for col in ("name", "files", "present", "license", "source"):
-        table.add_column(col, overflow="fold")
+    table = Table(title=f"data sets under {data.data_root()}",
+                  caption="`paperzoo data fetch NAME` downloads a set; 'rebuild': from its public original")
+    for col in ("name", "files", "present", "fetch", "license", "source"):
+        table.add_column(col, overflow="fold", no_wrap=col == "name")
     for info in data.DATASETS.values():
-        table.add_row(info.name, str(len(info.files)), "yes" if data.is_present(info.name) else "no",
+        how = "rebuild" if info.build is not None else "download"
+        table.add_row(info.name, str(len(info.files)), "yes" if data.is_present(info.name) else "no", how,
                       info.license, info.homepage)
     console.print(table)
 
 
 @data_app.command("verify")
-def data_verify(name: str = typer.Argument(None, help="One data set (default: all present).")) -> None:
+def data_verify(name: str = typer.Argument(None, help="One data set (default: every set with a folder there).")
+                ) -> None:
     """Check the sha256 of every file of the data set(s)."""
     from paperzoo import data
 
-    names = [name] if name else [n for n in data.DATASETS if data.is_present(n)]
+    root = data.data_root()
+    where = "PAPERZOO_DATA" if os.environ.get("PAPERZOO_DATA") else "the default; PAPERZOO_DATA is unset"
     if name and name not in data.DATASETS:
         _fail(f"unknown data set {name!r}; valid names: {', '.join(sorted(data.DATASETS))}")
+    if not root.is_dir():
+        _fail(f"data folder {root} ({where}) does not exist: nothing to verify. Set PAPERZOO_DATA to the folder that "
+              f"holds the sets, or get one with `paperzoo data fetch {name or 'NAME'}`")
+    if name and not (root / name).is_dir():
+        _fail(f"{root / name} does not exist: data set {name!r} is not under {root} ({where}). "
+              f"Get it with `paperzoo data fetch {name}`")
+    names = [name] if name else [n for n in data.DATASETS if (root / n).is_dir()]
+    if not names:
+        _fail(f"no data set under {root} ({where}): nothing to verify; `paperzoo data list` names them")
     bad = 0
     for n in names:
         for rel, ok, why in data.verify(n):
             bad += not ok
-            console.print(f"{'[green]ok[/green]  ' if ok else '[red]FAIL[/red]'} {n}/{rel}"
-                          + ("" if ok else f"  ({why})"))
+            console.print(Text.assemble(("ok  ", "green") if ok else ("FAIL", "red"), f" {n}/{rel}",
+                                        "" if ok else f"  ({why})"), soft_wrap=True)
     if bad:
-        _fail(f"{bad} file(s) failed verification")
-    console.print(f"verified {len(names)} data set(s) under {data.data_root()}")
+        _fail(f"{bad} file(s) failed verification; `paperzoo data fetch NAME` replaces them")
+    console.print(f"verified {len(names)} data set(s) under {root}")
 
 
 @data_app.command("fetch")
 def data_fetch(name: str = typer.Argument(..., help="Data set to download.")) -> None:
-    """Download a data set from its public source, checking sha256 before it is kept."""
+    """Download a data set from its public source (rebuilding repacked sets from their original), checking sha256
+    before anything is kept."""
     from paperzoo import data
 
     if name not in data.DATASETS:
         _fail(f"unknown data set {name!r}; valid names: {', '.join(sorted(data.DATASETS))}")
     try:
         path = data.fetch(name)
-    except data.DownloadError as e:
+    except (data.DownloadError, OSError) as e:
         _fail(str(e))
     console.print(f"{name}: {path}")
 

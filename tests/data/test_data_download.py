@@ -17,6 +17,7 @@ def _leftovers(folder):
     return sorted(p.name for p in folder.rglob("*") if p.name.endswith(".part"))
 
 
+@pytest.mark.data("sst2")
 def test_fetch_good(mirror, tmp_path):
     out = data.fetch("sst2", root=tmp_path, base_url=f"{mirror}/good", progress=False)
     assert out == tmp_path / "sst2"
@@ -25,11 +26,13 @@ def test_fetch_good(mirror, tmp_path):
     assert len(data.load_sst2("test", root=tmp_path)) == 872
 
 
+@pytest.mark.data("sms-spam")
 def test_fetch_good_with_progress_bar(mirror, tmp_path, capsys):
     data.fetch("sms-spam", root=tmp_path, base_url=f"{mirror}/good", progress=True)
     assert all(ok for _, ok, _ in data.verify("sms-spam", root=tmp_path))
 
 
+@pytest.mark.data("sms-spam")
 def test_fetch_corrupt_keeps_nothing(mirror, tmp_path):
     with pytest.raises(DownloadError, match="checksum mismatch.*nothing was kept"):
         data.fetch("sms-spam", root=tmp_path, base_url=f"{mirror}/corrupt", progress=False)
@@ -38,6 +41,7 @@ def test_fetch_corrupt_keeps_nothing(mirror, tmp_path):
     assert not data.is_present("sms-spam", root=tmp_path)
 
 
+@pytest.mark.data("tinyshakespeare")
 @pytest.mark.parametrize("mode", ["truncate", "truncate-nolength"])
 def test_fetch_interrupted_keeps_nothing(mirror, tmp_path, mode):
     with pytest.raises(DownloadError, match="incomplete|checksum mismatch|failed"):
@@ -46,6 +50,7 @@ def test_fetch_interrupted_keeps_nothing(mirror, tmp_path, mode):
     assert not _leftovers(tmp_path)
 
 
+@pytest.mark.data("tinyshakespeare")
 def test_bad_download_never_replaces_existing_file(mirror, tmp_path):
     dest = tmp_path / "input.txt"
     dest.write_text("previous content")
@@ -55,6 +60,7 @@ def test_bad_download_never_replaces_existing_file(mirror, tmp_path):
     assert dest.read_text() == "previous content" and not _leftovers(tmp_path)
 
 
+@pytest.mark.data("youtube-spam")
 def test_fetch_repairs_a_bad_file_and_keeps_good_ones(mirror, tmp_path, shared):
     d = tmp_path / "youtube-spam"
     d.mkdir()
@@ -67,6 +73,7 @@ def test_fetch_repairs_a_bad_file_and_keeps_good_ones(mirror, tmp_path, shared):
     assert good.stat().st_mtime_ns == mtime  # a verified file is not downloaded again
 
 
+@pytest.mark.data("tinyshakespeare")
 def test_interrupt_by_ctrl_c_removes_temp(mirror, tmp_path, monkeypatch):
     @contextlib.contextmanager
     def interrupting(enabled, label, total):
@@ -82,6 +89,7 @@ def test_interrupt_by_ctrl_c_removes_temp(mirror, tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.data("mnist")
 def test_regzipped_file_accepted_by_content(mirror, tmp_path):
     info = data.DATASETS["mnist"].files["t10k-labels-idx1-ubyte.gz"]
     url = f"{mirror}/regzip/mnist/t10k-labels-idx1-ubyte.gz"
@@ -93,20 +101,23 @@ def test_regzipped_file_accepted_by_content(mirror, tmp_path):
         dl.download_file(url, tmp_path / "x.gz", info.sha256, None, progress=False)
 
 
+@pytest.mark.data("tinyshakespeare")
 def test_fetch_with_per_file_urls(mirror, tmp_path):
     urls = {"input.txt": f"{mirror}/good/tinyshakespeare/input.txt"}
     data.fetch("tinyshakespeare", root=tmp_path, urls=urls, progress=False)
     assert len(data.load_tinyshakespeare("all", root=tmp_path)) == 1115394
 
 
-def test_set_without_public_source_fails_clearly_but_mirrors_work(mirror, tmp_path):
-    with pytest.raises(DownloadError, match="no public byte-identical download.*tiny_nerf_data_lego_100px.npz"):
-        data.fetch("tiny-nerf", root=tmp_path, progress=False)
+@pytest.mark.data("tiny-nerf")
+def test_unreachable_original_fails_clearly_but_mirrors_work(mirror, tmp_path):
+    with pytest.raises(DownloadError, match="download of https://drive.usercontent.google.com/.*failed"):
+        data.fetch("tiny-nerf", root=tmp_path, progress=False)  # the public original: no network in tests
     assert not (tmp_path / "tiny-nerf").exists() or not list((tmp_path / "tiny-nerf").iterdir())
     data.fetch("tiny-nerf", root=tmp_path, base_url=f"{mirror}/good", progress=False)
     assert data.load_tiny_nerf(root=tmp_path).images.shape == (100, 100, 100, 3)
 
 
+@pytest.mark.data("wikitext-2-partial")
 def test_mirror_from_environment(mirror, tmp_path, monkeypatch):
     monkeypatch.setenv("PAPERZOO_MIRROR", f"{mirror}/good")
     assert data.fetch("wikitext-2-partial", root=tmp_path, progress=False) == tmp_path / "wikitext-2-partial"
@@ -122,16 +133,21 @@ def test_unreachable_server(tmp_path):
     assert not _leftovers(tmp_path)
 
 
+@pytest.mark.data("sms-spam")
 def test_missing_file_on_server_is_an_error(mirror, tmp_path):
     with pytest.raises(DownloadError, match="404"):
         data.fetch("sms-spam", root=tmp_path, base_url=f"{mirror}/nope", progress=False)
 
 
+@pytest.mark.data("sms-spam")
 def test_require_with_download(mirror, tmp_path, monkeypatch):
     real_fetch = dl.fetch
     monkeypatch.setattr(dl, "fetch", lambda name, root=None: real_fetch(name, root, False, f"{mirror}/good"))
     assert data.require("sms-spam", download=True, root=tmp_path) == tmp_path / "sms-spam"
-    monkeypatch.undo()  # the real fetch: cifar10-jpeg has no public source, so nothing is downloaded
+    (tmp_path / "sms-spam" / "SMSSpamCollection").write_text("ham\tdamaged\n")  # a damaged file is fetched again
+    assert data.require("sms-spam", download=True, root=tmp_path) == tmp_path / "sms-spam"
+    assert all(ok for _, ok, _ in data.verify("sms-spam", root=tmp_path))
+    monkeypatch.undo()  # the real fetch: the public original is unreachable from the tests
     with pytest.raises(data.DataNotFoundError, match="Download failed"):
         data.require("cifar10-jpeg", download=True, root=tmp_path)
 

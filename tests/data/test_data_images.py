@@ -14,7 +14,8 @@ from paperzoo import data
 from paperzoo.data.cifar import CLASSES, TAR_NAME, iter_cifar_tar
 
 
-@pytest.mark.parametrize("loader", [data.load_mnist, data.load_fashion_mnist])
+@pytest.mark.parametrize("loader", [pytest.param(data.load_mnist, marks=pytest.mark.data("mnist")),
+                                    pytest.param(data.load_fashion_mnist, marks=pytest.mark.data("fashion-mnist"))])
 @pytest.mark.parametrize("split,n", [("train", 60000), ("test", 10000)])
 def test_idx_readers(shared, loader, split, n):
     ds = loader(split)
@@ -25,6 +26,7 @@ def test_idx_readers(shared, loader, split, n):
     assert image.shape == (1, 28, 28) and label.dtype == torch.int64
 
 
+@pytest.mark.data("mnist", "fashion-mnist")
 def test_known_first_labels(shared):
     assert data.load_mnist("test").labels[:10].tolist() == [7, 2, 1, 0, 4, 1, 4, 9, 5, 9]
     labels = data.read_idx(shared / "fashion-mnist" / "train-labels-idx1-ubyte.gz", ndim=1)
@@ -32,6 +34,7 @@ def test_known_first_labels(shared):
     assert torch.from_numpy(labels).long().bincount().tolist() == [6000] * 10
 
 
+@pytest.mark.data("fashion-mnist")
 def test_fashion_mnist_loads_fast(shared):
     data.load_fashion_mnist("test")  # warm the page cache
     t = time.perf_counter()
@@ -39,6 +42,7 @@ def test_fashion_mnist_loads_fast(shared):
     assert time.perf_counter() - t < 3.0  # about 0.7 s on an idle 2-core machine
 
 
+@pytest.mark.data("cifar10-jpeg")
 def test_cifar_tar_reader_first_members(shared):
     items = list(itertools.islice(iter_cifar_tar(shared / "cifar10-jpeg" / TAR_NAME, "train"), 5))
     assert len(items) == 5
@@ -49,6 +53,7 @@ def test_cifar_tar_reader_first_members(shared):
 
 
 @pytest.mark.slow
+@pytest.mark.data("cifar10-jpeg")
 def test_cifar10_full_decode_and_cache(shared, tmp_path):
     for split, n in (("test", 10000), ("train", 50000)):
         ds = data.load_cifar10(split, cache=tmp_path)
@@ -61,6 +66,7 @@ def test_cifar10_full_decode_and_cache(shared, tmp_path):
     assert time.perf_counter() - t < 5.0 and torch.equal(again.images, data.load_cifar10("test", cache=tmp_path).images)
 
 
+@pytest.mark.data("cifar10-jpeg")
 def test_cifar_cache_is_keyed_by_source_and_unwritable_cache_only_warns(shared, tmp_path, monkeypatch):
     from paperzoo.data import cifar
 
@@ -78,6 +84,7 @@ def test_cifar_cache_is_keyed_by_source_and_unwritable_cache_only_warns(shared, 
         assert len(data.load_cifar10("train", cache=blocker)) == 2
 
 
+@pytest.mark.data("fsdd")
 @pytest.mark.parametrize("split,n,indices", [("train", 2700, range(5, 50)), ("test", 300, range(5))])
 def test_fsdd(shared, split, n, indices):
     ds = data.load_fsdd(split)
@@ -107,6 +114,7 @@ def test_pad_or_crop():
         data.pad_or_crop(waves, 0)
 
 
+@pytest.mark.data("nerf-synthetic-lego-200")
 def test_blender_scene(shared):
     scene = data.load_blender("nerf-synthetic-lego-200")
     assert scene.images.shape == (100, 200, 200, 4) and scene.images.dtype == torch.float32
@@ -123,6 +131,7 @@ def test_blender_scene(shared):
     assert torch.allclose(white - black, (1 - scene.images[:2, ..., 3:]).expand(-1, -1, -1, 3))
 
 
+@pytest.mark.data("tiny-nerf", "nerf-synthetic-lego-200")
 def test_tiny_nerf(shared):
     scene = data.load_tiny_nerf()
     assert scene.images.shape == (100, 100, 100, 3) and scene.poses.shape == (100, 4, 4)

@@ -33,8 +33,9 @@ def test_missing_set_gives_one_clear_error(empty_root):
     assert "train-images-idx3-ubyte.gz" in msg
 
 
-def test_missing_set_without_public_source_says_so(empty_root):
-    with pytest.raises(data.DataNotFoundError, match="no public byte-identical download.*PAPERZOO_DATA"):
+def test_missing_repacked_set_says_how_it_is_rebuilt(empty_root):
+    with pytest.raises(data.DataNotFoundError, match=r"paperzoo data fetch cifar10-jpeg.*public original "
+                                                     r"cifar-10-python.tar.gz and rebuilds.*PAPERZOO_DATA"):
         data.load_cifar10("train")
     with pytest.raises(data.DataNotFoundError, match="nerf-synthetic-lego-200.*and 98 more"):
         data.load_blender()
@@ -48,6 +49,7 @@ def test_every_reader_raises_data_not_found(empty_root, loader):
         loader()
 
 
+@pytest.mark.data("sst2")
 def test_require_returns_folder(shared):
     assert data.require("sst2") == shared / "sst2"
 
@@ -69,6 +71,7 @@ def test_unknown_split(loader, split):
         loader(split)
 
 
+@pytest.mark.data("nerf-synthetic-lego-200")
 def test_other_bad_arguments(shared):
     with pytest.raises(ValueError, match="unknown SentEval task 'QQP'; valid: .*CoLA"):
         data.load_senteval("QQP")

@@ -12,6 +12,7 @@ from paperzoo import data
 from paperzoo.data.text import AGNEWS_CLASSES, SENTEVAL_TASKS
 
 
+@pytest.mark.data("sst2")
 def test_sst2(shared):
     train, test = data.load_sst2("train"), data.load_sst2("test")
     assert (len(train), len(test)) == (67349, 872)
@@ -21,6 +22,7 @@ def test_sst2(shared):
     assert data.load_sst2("test").label_tensor().shape == (872,)
 
 
+@pytest.mark.data("agnews-partial")
 def test_agnews(shared):
     train, test = data.load_agnews("train"), data.load_agnews("test")
     assert (len(train), len(test)) == (10001, 7600) and test.classes == AGNEWS_CLASSES
@@ -31,6 +33,7 @@ SENTEVAL_SIZES = {"CoLA": (8551, 516), "CR": (3016, 755), "MPQA": (8482, 2121), 
                   "SST2": (6920, 1821), "SUBJ": (8000, 2000)}
 
 
+@pytest.mark.data("nlpdatasets-senteval")
 @pytest.mark.parametrize("task", SENTEVAL_TASKS)
 def test_senteval(shared, task):
     train, test = data.load_senteval(task, "train"), data.load_senteval(task, "test")
@@ -38,11 +41,13 @@ def test_senteval(shared, task):
     assert set(train.labels) == {0, 1} and all(t and not t.isdigit() for t in train.texts[:100])
 
 
+@pytest.mark.data("nlpdatasets-senteval")
 def test_cola_column_order(shared):
     ds = data.load_senteval("CoLA", "test")
     assert ds[0] == ("somebody just left guess who", 1) and ds.classes[1] == "acceptable"
 
 
+@pytest.mark.data("youtube-spam", "sms-spam")
 def test_spam_sets_and_seeded_split(shared):
     yt = data.load_youtube_spam("all")
     assert len(yt) == 1956 and sum(yt.labels) == 1005
@@ -57,6 +62,7 @@ def test_spam_sets_and_seeded_split(shared):
     assert len(data.load_youtube_spam("test", test_fraction=0.1)) == 196
 
 
+@pytest.mark.data("wikitext-2-partial", "tinyshakespeare")
 def test_wikitext_and_shakespeare(shared):
     valid, test = data.load_wikitext2("valid"), data.load_wikitext2("test")
     assert valid.startswith(" \n = Homarus gammarus = \n") and len(test) > 1_000_000
@@ -79,12 +85,16 @@ def _fake_imdb(root):
 
 def test_imdb_format_on_a_small_file(tmp_path):
     _fake_imdb(tmp_path)
-    train = data.load_imdb("train", root=tmp_path)
+    path = tmp_path / "imdb" / "IMDB_iws_format.csv.gz"
+    train = data.read_imdb_csv(path, "train")
     assert train.texts == ['A "great", long\nreview', "awful"] and train.labels == [1, 0]
-    assert data.load_imdb("test", root=tmp_path).texts == ["fine"]
+    assert data.read_imdb_csv(path, "test").texts == ["fine"]
+    with pytest.raises(data.DataIntegrityError, match="IMDB_iws_format.csv.gz"):  # not the catalog's file
+        data.load_imdb("train", root=tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.data("imdb")
 def test_imdb_full(shared):
     for split in ("train", "test"):
         ds = data.load_imdb(split)

@@ -16,6 +16,10 @@ from paperzoo import registry
 
 BEFORE = json.loads((Path(__file__).parent / "tiny_before.json").read_text())
 TIMED = re.compile(r"seconds|s/step|slope|time")
+_GLUE = ("imdb", "sst2", "nlpdatasets-senteval")  # pretraining text and the mini-GLUE tasks
+DATA = {"electra": _GLUE, "electra-ablations": _GLUE, "fashion-cnn": ("fashion-mnist",), "funnel": _GLUE,
+        "mobilenetv2": ("cifar10-jpeg",), "perceiver": ("fashion-mnist", "cifar10-jpeg", "fsdd"),
+        "posenc": ("tinyshakespeare",), "swin": ("cifar10-jpeg",), "switch": ("imdb",)}
 
 
 @pytest.fixture
@@ -26,7 +30,7 @@ def two_threads():
     torch.set_num_threads(n)
 
 
-@pytest.mark.parametrize("recipe", sorted(BEFORE))
+@pytest.mark.parametrize("recipe", [pytest.param(r, marks=pytest.mark.data(*DATA[r])) for r in sorted(BEFORE)])
 def test_tiny_metrics_bit_identical(recipe, tmp_path, monkeypatch, two_threads):
     monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
     fn = next(registry.resolve(p.recipes[recipe]) for p in registry.papers() if recipe in p.recipes)

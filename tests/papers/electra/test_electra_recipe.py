@@ -16,6 +16,7 @@ def _entropy(q: float) -> float:
     return -(q * math.log(q) + (1 - q) * math.log(1 - q))
 
 
+@pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
 def test_tiny_reproduction_learns(tmp_path):
     run_dir = recipe.run("tiny", out=tmp_path / "run", progress=False)
     report = (run_dir / "report.md").read_text()
@@ -45,6 +46,7 @@ def test_tiny_reproduction_learns(tmp_path):
         assert len(cos) == 2 and all(-1.0 <= c <= 1.0 for c in cos)
 
 
+@pytest.mark.data("imdb")
 def test_discriminator_beats_the_all_original_baseline_on_text_it_has_seen(tmp_path):
     """Replaced-token detection is learnable: on 32 real IMDB windows seen in training (fresh masks and samples at
     evaluation), the tiny discriminator's accuracy rises above predicting "original" everywhere.
@@ -70,6 +72,7 @@ def test_discriminator_beats_the_all_original_baseline_on_text_it_has_seen(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
 def test_resume_skips_finished_jobs_and_reproduces_the_report(tmp_path):
     """About a minute: a second run with resume=True reuses every finished job and writes the same figures."""
     run_dir = recipe.run("tiny", out=tmp_path / "run", progress=False)
@@ -106,6 +109,7 @@ def test_unknown_preset_raises(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
 def test_two_workers_give_the_same_report_as_one(tmp_path):
     one = recipe.run("tiny", out=tmp_path / "one", progress=False)
     (tmp_path / "two").mkdir()
@@ -117,6 +121,7 @@ def test_two_workers_give_the_same_report_as_one(tmp_path):
         assert a[key]["values"] == pytest.approx(b[key]["values"], abs=1e-6), key
 
 
+@pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
 def test_ablations_report_every_objective_and_the_untrained_control(tmp_path):
     run_dir = recipe.run_ablations("tiny", seeds=1, out=tmp_path / "abl", progress=False)
     result = json.loads((run_dir / "result.json").read_text())

@@ -18,6 +18,7 @@ def test_model_rejects_wrong_shape_and_dtype():
         model(torch.zeros(2, 1, 28, 28, dtype=torch.uint8))
 
 
+@pytest.mark.data("fashion-mnist")
 def test_tiny_run_learns_and_reports(tmp_path, monkeypatch):
     monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
     train = TrainConfig(steps=16, batch_size=64, lr=3e-3, warmup_steps=2, eval_every=0, ckpt_every=8, log_every=4)

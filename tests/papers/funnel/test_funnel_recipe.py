@@ -30,6 +30,7 @@ def tiny_run(tmp_path_factory):
         torch.set_num_threads(old)
 
 
+@pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
 def test_tiny_reproduction_learns(tiny_run):
     run_dir = tiny_run
     report = (run_dir / "report.md").read_text()
@@ -73,6 +74,7 @@ def test_tiny_reproduction_learns(tiny_run):
     assert (run_dir / "scores.png").is_file() and (run_dir / "pretraining.png").is_file()
 
 
+@pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
 def test_resume_reads_back_finished_jobs_and_stages(tiny_run, tmp_path):
     run_dir = tmp_path / "run"
     shutil.copytree(tiny_run, run_dir)
@@ -185,6 +187,7 @@ def test_unknown_preset_raises(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
 def test_two_workers_match_one(tiny_run, tmp_path):
     """Worker processes (spawned, one thread each) give the same figures as the in-process run. The vocabulary is
     copied over: ``tokenizers``' WordPiece training breaks frequency ties differently from run to run."""

@@ -79,6 +79,7 @@ def test_tiny_reproduction_end_to_end(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.data("cifar10-jpeg")
 def test_tiny_preset_on_cifar10(tmp_path):
     out = run(preset="tiny", out=tmp_path / "run", progress=False)
     rec = json.loads((out / "linear" / "seed-0" / "job.json").read_text())
@@ -88,6 +89,7 @@ def test_tiny_preset_on_cifar10(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data("cifar10-jpeg")
 def test_tiny_reproduction_with_two_workers(tmp_path):
     """Worker processes read CIFAR-10 themselves (a patched loader would not reach them): the tiny preset, 2 seeds."""
     out = run(preset="tiny", seeds=2, out=tmp_path / "run", progress=False, workers=2)

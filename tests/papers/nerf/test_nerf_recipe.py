@@ -36,6 +36,7 @@ def test_centre_crop_index_picks_the_middle_of_every_view():
 
 
 @pytest.mark.usefixtures("one_thread")
+@pytest.mark.data("nerf-synthetic-lego-200")
 def test_tiny_run_learns_the_views(tmp_path, monkeypatch):
     monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
     run_dir = run("tiny", out=tmp_path / "nerf", progress=False)

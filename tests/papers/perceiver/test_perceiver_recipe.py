@@ -28,6 +28,7 @@ def test_models_take_the_raw_inputs():
                           img).shape == (2, 10)
 
 
+@pytest.mark.data("fashion-mnist")
 def test_tiny_run_learns_and_reports(tmp_path, monkeypatch):
     """Fashion-MNIST only, one seed, a 64-image subset seen repeatedly: both models' loss must fall by 25%."""
     monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))

@@ -133,6 +133,7 @@ def test_registered_and_bad_arguments_refused(tmp_path):
         recipe.run(preset="tiny", seeds=0, out=tmp_path)
 
 
+@pytest.mark.data("tinyshakespeare")
 def test_one_tiny_run_learns(tmp_path):
     """The smoke test of learning: train loss falls by >= 25% from ln(65) ~ 4.2 in 40 steps, and held-out ppl at L
     beats the no-context unigram baseline (~ 28)."""
@@ -144,6 +145,7 @@ def test_one_tiny_run_learns(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data("tinyshakespeare")
 def test_tiny_study_learns_and_reports(tmp_path, monkeypatch):
     """Every encoding trains (train loss falls by >= 25% from ln(65) ~ 4.2) and is evaluated at L, 2L, 4L.
     One seed keeps it short; the CLI's tiny preset runs two."""

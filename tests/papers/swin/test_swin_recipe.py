@@ -12,6 +12,7 @@ from paperzoo.papers.swin.vit import ViT, ViTConfig, vit_flops
 from paperzoo.recipes import AtLeast
 
 
+@pytest.mark.data("cifar10-jpeg")
 def test_tiny_run_learns_and_reports(tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("PAPERZOO_RUNS", str(tmp_path / "runs"))
     tiny = recipe.PRESETS["tiny"]

@@ -63,6 +63,7 @@ def _tiny(vocab_size: int, max_len: int, steps: int, **kw):
 
 
 @pytest.mark.slow
+@pytest.mark.data("imdb")
 def test_smoke_dense_and_switch_learn_imdb(tmp_path):
     p = _tiny(vocab_size=300, max_len=16, steps=30, eval_tokens=1024, tokenizer_docs=60, train_docs=60)
     train_ids, eval_ids = build_data(p, tmp_path)
@@ -78,6 +79,7 @@ def test_smoke_dense_and_switch_learn_imdb(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data("imdb")
 def test_tiny_preset_end_to_end(tmp_path):
     d = run("tiny", out=tmp_path / "run", progress=False)
     report = (d / "report.md").read_text()
@@ -85,6 +87,7 @@ def test_tiny_preset_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.data("imdb")
 def test_tiny_preset_with_two_workers_matches_one(tmp_path):
     """Worker processes (1 thread each) train the same runs: same seeds, same data order, same perplexities."""
     one = run("tiny", out=tmp_path / "one", progress=False)
