@@ -274,6 +274,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                "train seconds per run (seed 0)": {j.variant: round(res[j.variant, 0]["train_seconds"], 1)
                                                   for j in jobs if j.seed == 0}}
     last = next(j for j in jobs if j.config == {"variant": "nerf", "side": p.resolutions[-1]} and j.seed == 0)
+    r, focal = p.render, load_views(p.scene, first)[2]
     plots += pictures(run_dir, p, last, frames=40 if name != "tiny" else 4, orbit_side=min(100, last.config["side"]))
     used = json.loads((run_dir / "config.json").read_text())["config"]["precision"]
     notes = (f"Held-out views: the shared lego set has training views only, so every 8th of them is held out and "
@@ -283,6 +284,10 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
              f"{', '.join(str(r) for r in p.resolutions)} px; the paper: 500k steps of 4096 rays (2048 M rays) at "
              f"800 px, 8x256 MLPs, 64 + 128 samples. LPIPS is not reported: it needs pretrained AlexNet/VGG weights, "
              f"which no installable package ships offline. Pictures from {last} (the orbit at "
-             f"{min(100, last.config['side'])} px; `orbit.mp4` beside the GIF).")
+             f"{min(100, last.config['side'])} px; `orbit.mp4` beside the GIF). What hierarchical sampling can buy "
+             f"at this scale: the no-hierarchical model's {2 * r.num_coarse + r.num_fine} stratified samples are "
+             f"{(r.far - r.near) / (2 * r.num_coarse + r.num_fine):.3f} apart along a ray, and a pixel at "
+             f"{first} px covers {4.0 / focal:.3f} at the object's distance (4): uniform samples already resolve "
+             f"the pixel footprint, which at the paper's 800 px and 64 + 128 samples they do not.")
     write_result(run_dir, PAPER, CLAIM, measurements, verdict, details=details, notes=notes, plots=plots)
     return run_dir
