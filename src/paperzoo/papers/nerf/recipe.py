@@ -264,8 +264,8 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
              for v in ("no-pe", "no-hierarchical") if v in p.variants]
     verdict = smoke(all_of(*parts), name)
     curves = {j.variant + f"/seed{j.seed}": j.folder(run_dir) / "metrics.jsonl" for j in jobs}
-    plots = [plot_metrics(run_dir, curves, x="step", ys=["psnr"], where={"event": "eval"}, path="psnr_vs_steps.png",
-                          title="held-out PSNR (fine network) vs steps"),
+    plots = [plot_metrics(run_dir, curves, x="step", ys=["psnr", "ssim"], where={"event": "eval"},
+                          path="psnr_vs_steps.png", title="held-out PSNR and SSIM (fine network) vs steps"),
              plot_bars_with_ci({f"{v}@{first}": res.values(f"{v}@{first}", "psnr") for v in p.variants},
                                run_dir / "psnr.png", title=f"held-out PSNR at {first} px", ylabel="dB")]
     details = {"views": f"{p.scene}, every 8th view held out, {p.eval_views} of them rendered per evaluation",
