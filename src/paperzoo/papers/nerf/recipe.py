@@ -260,6 +260,10 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(p,))
     measurements = {f"{v}@{side} {m.upper()}": res.values(f"{v}@{side}", m) for m in ("psnr", "ssim")
                     for v, side in runs}
+    from .views import MS_SSIM_MIN_SIDE
+
+    measurements.update({f"{v}@{side} MS-SSIM": res.values(f"{v}@{side}", "ms_ssim") for v, side in runs
+                         if side >= MS_SSIM_MIN_SIDE})  # the views' sides must exceed 160 px
     parts = [Beats().judge(res.values(f"nerf@{first}", "psnr"), res.values(f"{v}@{first}", "psnr"), "nerf", v)
              for v in ("no-pe", "no-hierarchical") if v in p.variants]
     verdict = smoke(all_of(*parts), name)
