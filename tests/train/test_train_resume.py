@@ -126,3 +126,16 @@ def test_resume_with_other_batch_size_is_refused(tmp_path):
     tf.train(TrainConfig(**dict(CFG, steps=2)), tmp_path)
     with pytest.raises(ValueError, match="batch_size"):
         tf.train(TrainConfig(**dict(CFG, steps=4, batch_size=32)), tmp_path, resume=True)
+
+
+def test_checkpoint_file_is_the_file_or_the_newest_in_a_job_folder(tmp_path):
+    from paperzoo.train import checkpoint_file
+
+    tf.train(TrainConfig(**dict(CFG, steps=4, keep_last=5)), tmp_path)
+    assert checkpoint_file(tmp_path) == tmp_path / "ckpt-4.pt"
+    assert checkpoint_file(tmp_path / "ckpt-2.pt") == tmp_path / "ckpt-2.pt"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds no ckpt-<step>.pt: give a checkpoint file or the folder of a NeRF"):
+        checkpoint_file(tmp_path / "empty", "a NeRF")
+    with pytest.raises(ValueError, match="does not exist"):
+        checkpoint_file(tmp_path / "missing")

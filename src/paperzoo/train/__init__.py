@@ -7,7 +7,7 @@
                      eval_fn=eval_fn, out_dir=run_dir).fit(resume=resume)
 """
 
-from .checkpoint import find_checkpoints, load_checkpoint, load_latest
+from .checkpoint import checkpoint_file, find_checkpoints, load_checkpoint, load_latest
 from .config import TrainConfig
 from .optim import build_optimizer, build_scheduler, lr_factor, no_decay_names, param_groups
 from .rng import seed_everything
@@ -19,6 +19,7 @@ __all__ = [
     "TrainingDivergedError",
     "build_optimizer",
     "build_scheduler",
+    "checkpoint_file",
     "find_checkpoints",
     "load_checkpoint",
     "load_latest",

@@ -36,6 +36,19 @@ def find_checkpoints(out_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+
+def checkpoint_file(path: str | os.PathLike, what: str = "a training") -> Path:
+    """``path`` itself when it is a checkpoint file, else the newest ``ckpt-<step>.pt`` of the job folder ``path``;
+    a ValueError naming ``path`` (and ``what`` job wrote it) when there is none."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    found = find_checkpoints(p) if p.is_dir() else []
+    if not found:
+        where = "holds no ckpt-<step>.pt" if p.is_dir() else "does not exist"
+        raise ValueError(f"{p} {where}: give a checkpoint file or the folder of {what} job")
+    return found[-1][1]
+
 def _fsync_dir(d: Path) -> None:
     fd = os.open(d, os.O_RDONLY)
     try:

@@ -178,14 +178,9 @@ def load_trained(checkpoint: Path) -> tuple[NeRF, dict]:
     """``(model in eval mode, its nerf.json)`` from a checkpoint ``ckpt-N.pt`` or a job folder (its newest one)."""
     import json
 
-    from paperzoo.train import find_checkpoints, load_checkpoint
+    from paperzoo.train import checkpoint_file, load_checkpoint
 
-    checkpoint = Path(checkpoint)
-    if checkpoint.is_dir():
-        found = find_checkpoints(checkpoint)
-        if not found:
-            raise ValueError(f"{checkpoint} holds no ckpt-<step>.pt: give a checkpoint file or a NeRF job folder")
-        checkpoint = found[-1][1]
+    checkpoint = checkpoint_file(checkpoint, "a `paperzoo reproduce nerf`")
     desc = checkpoint.parent / MODEL_FILE
     if not desc.is_file():
         raise ValueError(f"{desc} is missing: {checkpoint} was not written by `paperzoo reproduce nerf`")

@@ -352,14 +352,9 @@ def _config_from(d: dict) -> NerfiesConfig:
 
 def load_trained(checkpoint: Path) -> tuple[Nerfies, dict]:
     """``(model in eval mode, its nerfies.json)`` from a checkpoint ``ckpt-N.pt`` or a job folder (its newest)."""
-    from paperzoo.train import find_checkpoints, load_checkpoint
+    from paperzoo.train import checkpoint_file, load_checkpoint
 
-    checkpoint = Path(checkpoint)
-    if checkpoint.is_dir():
-        found = find_checkpoints(checkpoint)
-        if not found:
-            raise ValueError(f"{checkpoint} holds no ckpt-<step>.pt: give a checkpoint file or a Nerfies job folder")
-        checkpoint = found[-1][1]
+    checkpoint = checkpoint_file(checkpoint, "a `paperzoo reproduce nerfies`")
     desc = checkpoint.parent / MODEL_FILE
     if not desc.is_file():
         raise ValueError(f"{desc} is missing: {checkpoint} was not written by `paperzoo reproduce nerfies`")
