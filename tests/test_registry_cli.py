@@ -93,3 +93,47 @@ def test_cli_list_wide_and_show():
     assert one.exit_code == 0 and "paperzoo reproduce electra" in one.output and "arXiv 2003.10555" in one.output
     bad = runner.invoke(app, ["show", "nope"])
     assert bad.exit_code == 2 and "valid names" in bad.output
+
+
+def test_status_is_checked_exactly_when_a_report_is_committed_and_verdicts_come_from_it():
+    """A paper's status says what its code is; 'checked' needs a committed report, and the verdict shown beside
+    the status is that report's own (never a status word a reader could take for 'the claim holds')."""
+    for p in registry.papers():
+        found = registry.verdicts(p)
+        assert (p.status == "checked") == bool(found), (p.name, p.status, sorted(found))
+        for recipe, v in found.items():
+            result = json.loads((ROOT / "docs" / "reports" / recipe / "result.json").read_text())
+            assert v.verdict == result["verdict"] in ("reproduced", "not reproduced", "inconclusive")
+            assert v.label() in registry.verdict_label(p)
+    assert "reproduced" not in registry.STATUSES and "verified" not in registry.STATUSES
+
+
+def test_verdict_of_a_damaged_committed_report_names_it_and_the_remedy(tmp_path):
+    p = registry.get("switch")
+    (tmp_path / "switch").mkdir()
+    (tmp_path / "switch" / "result.json").write_text('{"verdict": ')
+    with pytest.raises(ValueError, match=r"switch.*damaged.*paperzoo reproduce switch"):
+        registry.verdicts(p, tmp_path)
+    assert registry.verdict_label(registry.get("switch"), tmp_path / "none") == "-"
+
+
+def test_cli_list_and_show_give_the_verdict_beside_the_status():
+    listed = runner.invoke(app, ["list"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0 and "verdict" in listed.output
+    line = next(ln for ln in listed.output.splitlines() if re.search(r"\bswin\b", ln))
+    assert "checked" in line and "not reproduced (small)" in line
+    one = runner.invoke(app, ["show", "swin"], env={"COLUMNS": "200"})
+    assert "verdict: not reproduced (small)" in one.output and "docs/reports/swin/report.md" in one.output
+
+
+def test_reproduce_help_lists_every_recipe_with_its_presets_and_flags_without_types():
+    result = runner.invoke(app, ["reproduce", "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    assert "<bool>" not in result.output and re.search(r"--resume\s+Continue", result.output)
+    for p in registry.papers():
+        for r in p.recipes:
+            line = next(ln for ln in result.output.splitlines() if re.match(rf"\s+{re.escape(r)}\s", ln))
+            assert set(registry.recipe_presets(r)) == set(re.split(r"\s*\|\s*", line.split(None, 1)[1].strip()))
+    assert "tiny is a smoke test, not a reproduction" in result.output
+    with pytest.raises(KeyError, match="valid names"):
+        registry.recipe_presets("nope")

@@ -19,9 +19,11 @@ from rich.text import Text
 
 from paperzoo import __version__, registry
 
-app = typer.Typer(help="paperzoo: papers you can run.", no_args_is_help=True, add_completion=False)
+# plain click help: typer's rich panels print every flag with a type (`--resume <bool>`, even `--help <bool>`)
+app = typer.Typer(help="paperzoo: papers you can run.", no_args_is_help=True, add_completion=False,
+                  rich_markup_mode=None)
 data_app = typer.Typer(help="Data sets: list, verify checksums, fetch from the public source.",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(data_app, name="data")
 console = Console()
 
@@ -72,7 +74,8 @@ def list_papers(
     markdown: bool = typer.Option(False, "--markdown", help="Print the README's Markdown table."),
     wide: bool = typer.Option(False, "--wide", help="Also show title, arXiv id, year and models."),
 ) -> None:
-    """Every registered paper: name, status, recipes (--wide for the rest; `paperzoo show NAME` for one)."""
+    """Every registered paper: name, status, verdict of its committed report, recipes (--wide for the rest;
+    `paperzoo show NAME` for one)."""
     papers = registry.papers()
     if markdown:
         print(registry.markdown_table())
@@ -80,12 +83,14 @@ def list_papers(
     if as_json:
         print(json.dumps([p.as_dict() for p in papers], indent=2))
         return
-    cols = ("name", "status", "recipes") + (("title", "arXiv", "year", "models") if wide else ())
-    table = Table(title="paperzoo papers", caption=None if wide else "paperzoo show NAME for one paper; --wide for all")
+    cols = ("name", "status", "verdict (preset)", "recipes") + (("title", "arXiv", "year", "models") if wide else ())
+    table = Table(title="paperzoo papers",
+                  caption=None if wide else "status: the code's state; verdict: its committed reproduction's.\n"
+                                            "paperzoo show NAME for one paper; --wide for all")
     for col in cols:
         table.add_column(col, overflow="fold", no_wrap=col in ("name", "status"))
     for p in papers:
-        row = [p.name, p.status, ", ".join(sorted(p.recipes)) or "-"]
+        row = [p.name, p.status, registry.verdict_label(p), ", ".join(sorted(p.recipes)) or "-"]
         if wide:
             row += [p.title, p.arxiv, str(p.year), ", ".join(p.models)]
         table.add_row(*row)
@@ -101,14 +106,28 @@ def show(name: str = typer.Argument(..., help="Paper name (see `paperzoo list`).
         _fail(str(e.args[0]))
     console.print(f"[bold]{p.name}[/bold]: {p.title}")
     console.print(f"arXiv {p.arxiv} ({p.year}), https://arxiv.org/abs/{p.arxiv}")
-    console.print(f"status: {p.status}")
+    console.print(f"status: {p.status} ({_STATUS_WORDS[p.status]})")
     console.print(f"models: {', '.join(p.models) or '-'}")
+    found = registry.verdicts(p)
+    if p.presets:
+        console.print(f"model presets: {', '.join(p.presets)}")
     for r in sorted(p.recipes):
-        console.print(f"recipe: paperzoo reproduce {r}" + (f"  (presets: {', '.join(p.presets)})" if p.presets else ""))
+        console.print(f"recipe: paperzoo reproduce {r}  (--preset {' | '.join(registry.recipe_presets(r))}; "
+                      f"default small)")
+        v = found.get(r)
+        console.print(f"  verdict: {v.label()}, report {v.report / 'report.md'}" if v else
+                      "  verdict: - (no committed report)")
     for b in sorted(p.benches):
         console.print(f"bench: paperzoo bench {b}")
     for c in p.claims:
         console.print(f"claim: {c}")
+
+
+_STATUS_WORDS = {
+    "planned": "on the reading list, no code yet",
+    "implemented": "code and tests; no committed reproduction yet",
+    "checked": "correctness checks pass and a reproduction report is committed, whatever its verdict",
+}
 
 
 def _recipe_target(name: str) -> str:
@@ -118,7 +137,17 @@ def _recipe_target(name: str) -> str:
     return recipes[name]
 
 
-@app.command()
+class _ListsRecipes(typer.core.TyperCommand):
+    """``paperzoo reproduce --help`` ends with every recipe and its presets (read from the registry only when
+    help is asked for: it imports every recipe)."""
+
+    def format_epilog(self, ctx, formatter) -> None:  # noqa: ANN001 (click's types)
+        with formatter.section("Recipes (--preset; default small; tiny is a smoke test, not a reproduction)"):
+            formatter.write_dl([(r, " | ".join(registry.recipe_presets(r)))
+                                for p in registry.papers() for r in sorted(p.recipes)])
+
+
+@app.command(cls=_ListsRecipes)
 def reproduce(
     name: str = typer.Argument(..., help="Recipe name (see `paperzoo list`)."),
     preset: str = typer.Option(None, "--preset", help="Preset of the recipe (default: the recipe's own)."),
@@ -158,7 +187,28 @@ def reproduce(
         if code in (130, 143):
             raise typer.Exit(code=code) from None
         raise
-    console.print(f"report: {Path(run_dir) / 'report.md'}")
+    _print_outcome(Path(run_dir))
+
+
+def _print_outcome(run_dir: Path) -> None:
+    """What the user ran the command for: the claim, the verdict (a smoke test says so), where to look next."""
+    from paperzoo.report.index import SMOKE, _preset
+    from paperzoo.report.run import runs_root
+
+    try:
+        result = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        result = {}
+    preset = _preset(run_dir)
+    if result.get("claim"):
+        console.print(f"claim: {result['claim']}", highlight=False, soft_wrap=True)
+    if result.get("verdict"):
+        caveat = f" ({SMOKE})" if preset == "tiny" else f" (preset {preset})" if preset else ""
+        console.print(Text(f"verdict: {result['verdict']}{caveat}", style="bold"), soft_wrap=True)
+    console.print(f"report: {run_dir / 'report.md'}", highlight=False, soft_wrap=True)
+    index = runs_root().parent / "reports" / "index.html"
+    if index.is_file():
+        console.print(f"every run: {index}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -8,14 +8,20 @@ list that have no folder yet are listed in :data:`READING_LIST` with status ``pl
 from __future__ import annotations
 
 import importlib
+import json
 import pkgutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-# planned: on the reading list; implemented: code and tests; verified: parity/property checks pass and the
-# reproduction has run with a committed report, whatever its verdict; reproduced: its headline claim reproduced
-STATUSES = ("planned", "implemented", "verified", "reproduced")
+# What the code is, never whether the claim holds (that is the verdict, read from the committed report):
+# planned: on the reading list, no code yet; implemented: code and tests, no committed reproduction report yet;
+# checked: its correctness checks (parity with the reference, or the mechanism's property tests) pass and its
+# reproduction has run with a committed report (docs/reports/<recipe>/), whatever that report's verdict.
+STATUSES = ("planned", "implemented", "checked")
+# The committed reports of a source checkout; absent from an installed wheel (verdicts then read "no report here").
+REPORTS = Path(__file__).resolve().parents[2] / "docs" / "reports"
 
 
 @dataclass(frozen=True)
@@ -38,7 +44,7 @@ class Paper:
     recipes: dict[str, str] = field(default_factory=dict)
     benches: dict[str, str] = field(default_factory=dict)
     claims: tuple[str, ...] = ()
-    presets: tuple[str, ...] = ()
+    presets: tuple[str, ...] = ()  # the model configs' named presets (a recipe's own presets: recipe_presets)
     render: str = ""  # "module:function(checkpoint, out, frames, side) -> Path" for `paperzoo render NAME`
 
     def __post_init__(self) -> None:
@@ -49,7 +55,54 @@ class Paper:
         d = asdict(self)
         d["recipes"] = sorted(self.recipes)
         d["benches"] = sorted(self.benches)
+        d["verdicts"] = {r: v.as_dict() for r, v in verdicts(self).items()}
         return d
+
+
+@dataclass(frozen=True)
+class CommittedVerdict:
+    """The verdict of a recipe's committed report: ``docs/reports/<recipe>/result.json`` and its preset."""
+
+    recipe: str
+    verdict: str  # reproduced | not reproduced | inconclusive
+    preset: str
+    report: Path
+
+    def label(self) -> str:
+        return f"{self.verdict} ({self.preset})"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"verdict": self.verdict, "preset": self.preset, "report": str(self.report)}
+
+
+def verdicts(paper: Paper, reports: Path | None = None) -> dict[str, CommittedVerdict]:
+    """The committed verdict of each of ``paper``'s recipes that has a report under ``reports`` (default
+    :data:`REPORTS`), by recipe name."""
+    root = REPORTS if reports is None else reports
+    out = {}
+    for recipe in sorted(paper.recipes):
+        result, config = root / recipe / "result.json", root / recipe / "config.json"
+        if not result.is_file():
+            continue
+        try:
+            verdict = json.loads(result.read_text())["verdict"]
+            preset = json.loads(config.read_text())["config"]["preset"] if config.is_file() else "?"
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"committed report {result.parent} is damaged ({type(e).__name__}: {e}); "
+                             f"re-render it from its run with `paperzoo reproduce {recipe} --out RUN --resume`") from e
+        out[recipe] = CommittedVerdict(recipe, verdict, preset, result.parent)
+    return out
+
+
+def verdict_label(paper: Paper, reports: Path | None = None) -> str:
+    """One short line: ``not reproduced (small)``; with several recipes ``electra: ...; electra-ablations: ...``;
+    ``-`` for a paper without a committed report."""
+    found = verdicts(paper, reports)
+    if not found:
+        return "-"
+    if len(found) == 1 and len(paper.recipes) == 1:
+        return next(iter(found.values())).label()
+    return "; ".join(f"{r}: {v.label()}" for r, v in found.items())
 
 
 _PAPERS: dict[str, Paper] = {}
@@ -118,13 +171,29 @@ def resolve(target: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), fn)
 
 
+def recipe_presets(recipe: str) -> tuple[str, ...]:
+    """The preset names of ``recipe`` (a recipe name of any registered paper). A recipe function ``run`` keeps
+    its presets in its module's ``PRESETS``, a recipe function ``run_<x>`` in ``<X>_PRESETS``."""
+    _load()
+    targets = {r: t for p in _PAPERS.values() for r, t in p.recipes.items()}
+    if recipe not in targets:
+        raise KeyError(f"unknown recipe {recipe!r}; valid names: {', '.join(sorted(targets))}")
+    module, _, fn = targets[recipe].partition(":")
+    table = "PRESETS" if fn == "run" else fn.removeprefix("run_").upper() + "_PRESETS"
+    return tuple(getattr(importlib.import_module(module), table))
+
+
 def markdown_table() -> str:
     """The README's table of papers, generated from the registry."""
-    rows = ["| paper | title | arXiv | year | status | recipes |", "|---|---|---|---|---|---|"]
+    rows = ["| paper | title | arXiv | year | status | verdict (preset) | recipes |",
+            "|---|---|---|---|---|---|---|"]
     for p in papers():
         recipes = ", ".join(f"`paperzoo reproduce {r}`" for r in sorted(p.recipes)) or "-"
+        found = verdicts(p)
+        verdict = "; ".join(f"[{v.label() if len(found) == 1 else r + ': ' + v.label()}](docs/reports/{r}/report.md)"
+                            for r, v in found.items()) or "-"
         rows.append(f"| {p.name} | {p.title} | [{p.arxiv}](https://arxiv.org/abs/{p.arxiv}) | {p.year} "
-                    f"| {p.status} | {recipes} |")
+                    f"| {p.status} | {verdict} | {recipes} |")
     return "\n".join(rows)
 
 

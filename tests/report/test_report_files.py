@@ -204,3 +204,21 @@ def test_run_dir_is_absolute_so_joined_plot_paths_stay_inside(tmp_path, monkeypa
     assert run_dir.is_absolute()
     png = plot_metrics(run_dir, [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0}], path=run_dir / "loss.png")
     assert png == run_dir / "loss.png" and png.is_file()
+
+
+def test_index_marks_smoke_runs_and_a_smoke_run_never_hides_a_real_result(runs):
+    real = new_run_dir("a")
+    write_config(real, {"preset": "small"})
+    write_result(real, "a", "claim of a", {"x": [1.0, 2.0]}, "not reproduced")
+    smoke = runs / "a" / "99999999-999999"  # newer, but only a smoke test
+    smoke.mkdir()
+    write_config(smoke, {"preset": "tiny"})
+    write_result(smoke, "a", "claim of a", {"x": [1.0, 2.0]}, "reproduced")
+    page = build_index(runs).read_text()
+    summary = page.split("<h2>Latest per paper</h2>")[1].split("<h2>All finished runs</h2>")[0]
+    assert real.name in summary and smoke.name not in summary and "preset small" in summary
+    rows = page.split("<h2>All finished runs</h2>")[1]
+    smoke_row = next(r for r in rows.split("<tr>") if smoke.name in r)
+    assert "smoke test (preset tiny), not a reproduction" in smoke_row
+    real_row = next(r for r in rows.split("<tr>") if real.name in r)
+    assert "smoke" not in real_row

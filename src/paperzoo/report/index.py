@@ -42,7 +42,8 @@ def _created(path: Path) -> str | None:
 def _load_run(run_dir: Path, paper: str | None = None, external: bool = False) -> dict[str, Any]:
     info: dict[str, Any] = {"paper": paper or run_dir.parent.name, "stamp": run_dir.name, "dir": run_dir,
                             "verdict": "no result", "claim": "", "measured": "", "plots": [], "finished": False,
-                            "external": external}
+                            "external": external, "preset": _preset(run_dir)}
+    info["smoke"] = info["preset"] == "tiny"
     result = run_dir / "result.json"
     when = _created(result) if result.is_file() else _created(run_dir / "config.json")
     if when is None:
@@ -68,20 +69,40 @@ def _load_run(run_dir: Path, paper: str | None = None, external: bool = False) -
     return info
 
 
+def _preset(run_dir: Path) -> str | None:
+    """The preset a run was started with (its ``config.json``), or None when that is unreadable."""
+    try:
+        return json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["config"]["preset"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+SMOKE = "smoke test (preset tiny), not a reproduction"
+
+
+def _verdict_badge(run: dict[str, Any]) -> str:
+    v = run["verdict"]
+    badge = f'<span class="verdict" style="background:{COLOURS.get(v, "#7f8c8d")}">{html.escape(v)}</span>'
+    if run.get("smoke"):
+        badge += f' <span class="small smoke">{SMOKE}</span>'
+    elif run.get("preset"):
+        badge += f' <span class="small">preset {html.escape(run["preset"])}</span>'
+    return badge
+
+
 def _href(target: Path, base: Path) -> str:
     return quote(Path(os.path.relpath(target.resolve(), base.resolve())).as_posix())
 
 
 def _row(run: dict[str, Any], base: Path) -> str:
     d: Path = run["dir"]
-    v = run["verdict"]
     links = [f'<a href="{_href(d / name, base)}">{name}</a>' for name in ("report.md", "result.json", "config.json")
              if (d / name).is_file()]
     thumbs = "".join(f'<a href="{_href(p, base)}"><img class="thumb" src="{_href(p, base)}" '
                      f'alt="{html.escape(p.stem)}"></a>' for p in run["plots"] if p.is_file())
     where = f'<div class="small">{html.escape(str(d))}</div>' if run["external"] else ""
     return (f"<tr><td>{html.escape(run['paper'])}</td><td>{html.escape(run['stamp'])}{where}</td>"
-            f'<td><span class="verdict" style="background:{COLOURS.get(v, "#7f8c8d")}">{html.escape(v)}</span></td>'
+            f"<td>{_verdict_badge(run)}</td>"
             f"<td>{html.escape(run['claim'])}<div class=\"small\">{html.escape(run['measured'])}</div></td>"
             f"<td>{' '.join(links)}</td><td>{thumbs}</td></tr>")
 
@@ -118,13 +139,15 @@ def build_index(runs_root: Path | None = None, out: Path | None = None) -> Path:
     base = out.parent
     base.mkdir(parents=True, exist_ok=True)
     latest: dict[str, dict[str, Any] | None] = {}
+    for r in finished:  # a paper's newest real result; a smoke test only where it has nothing else
+        if not r["smoke"]:
+            latest.setdefault(r["paper"], r)
     for r in finished:
         latest.setdefault(r["paper"], r)
     for r in unfinished:
         latest.setdefault(r["paper"], None)
     summary = "".join(
-        f'<li>{html.escape(p)}: <span class="verdict" style="background:{COLOURS.get(r["verdict"], "#7f8c8d")}">'
-        f'{html.escape(r["verdict"])}</span> <span class="small">({html.escape(r["stamp"])})</span></li>'
+        f'<li>{html.escape(p)}: {_verdict_badge(r)} <span class="small">({html.escape(r["stamp"])})</span></li>'
         if r is not None else
         f'<li>{html.escape(p)}: <span class="verdict" style="background:{COLOURS["no result"]}">no result</span> '
         f'<span class="small">(no finished run yet)</span></li>'

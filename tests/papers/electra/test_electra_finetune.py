@@ -112,7 +112,7 @@ def test_paper_is_registered():
     from paperzoo import registry
 
     p = registry.get("electra")
-    assert p.status == "verified" and p.arxiv == "2003.10555"
+    assert p.status == "checked" and p.arxiv == "2003.10555"
     assert set(p.recipes) == {"electra", "electra-ablations"} and "electra" in p.benches
     for target in (*p.recipes.values(), *p.benches.values()):
         assert callable(registry.resolve(target))

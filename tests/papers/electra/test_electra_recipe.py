@@ -89,7 +89,7 @@ def test_presets_name_the_committed_reports():
     import pathlib
 
     reports = pathlib.Path(__file__).parents[3] / "docs" / "reports"
-    for presets, folder in ((recipe.PRESETS, "electra"), (recipe.ABLATION_PRESETS, "electra-ablations")):
+    for presets, folder in ((recipe.PRESETS, "electra"), (recipe.ABLATIONS_PRESETS, "electra-ablations")):
         assert set(presets) == {"tiny", "small"}
         committed = json.loads((reports / folder / "config.json").read_text())["config"]
         p = presets["small"]

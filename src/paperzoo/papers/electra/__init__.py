@@ -13,7 +13,7 @@ register(Paper(
     title="ELECTRA: Pre-training Text Encoders as Discriminators Rather Than Generators",
     arxiv="2003.10555",
     year=2020,
-    status="verified",
+    status="checked",
     models=("ElectraGenerator", "ElectraDiscriminator", "ElectraClassifier"),
     recipes={"electra": "paperzoo.papers.electra.recipe:run",
              "electra-ablations": "paperzoo.papers.electra.recipe:run_ablations"},

@@ -87,7 +87,7 @@ PRESETS: dict[str, Preset] = {
         finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=400, batch_size=32, max_len=64, max_train=8000),
         vocab_size=12000, seq_len=128, docs=None, seeds=3),
 }
-ABLATION_PRESETS: dict[str, Preset] = {
+ABLATIONS_PRESETS: dict[str, Preset] = {
     "tiny": TINY,
     # the committed report: ~15 min per objective and seed on 2 cores (~0.3 s per pretraining step)
     "small": Preset(
@@ -255,7 +255,7 @@ def run_ablations(preset: str | None = None, seeds: int | None = None, out: Path
                   resume: bool = False, progress: bool = True, workers: int = 1,
                   precision: str | None = None) -> Path:
     """ELECTRA, All-Tokens MLM, Replace MLM, ELECTRA 15% and MLM at equal steps, and the control; writes the report."""
-    name, p, run_dir = start(PAPER, ABLATION_PRESETS, preset, seeds, out, "electra-ablations", precision=precision)
+    name, p, run_dir = start(PAPER, ABLATIONS_PRESETS, preset, seeds, out, "electra-ablations", precision=precision)
     p, tok, train, held, data = prepare(run_dir, p)
     flops = {mode: step_flops(mode, p, train) for mode in ABLATION_MODES}
     modes = (*ABLATION_MODES, CONTROL)

@@ -10,7 +10,7 @@ register(Paper(
     title="Fashion-MNIST: a Novel Image Dataset for Benchmarking Machine Learning Algorithms (small CNN baseline)",
     arxiv="1708.07747",
     year=2017,
-    status="reproduced",
+    status="checked",
     models=("SmallCNN",),
     recipes={"fashion-cnn": "paperzoo.papers.fashion_cnn.recipe:run"},
     claims=("A small two-block CNN reaches >= 88% test accuracy on Fashion-MNIST (Xiao et al. report 87-89% "

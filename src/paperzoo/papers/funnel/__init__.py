@@ -11,7 +11,7 @@ register(Paper(
     title="Funnel-Transformer: Filtering out Sequential Redundancy for Efficient Language Processing",
     arxiv="2006.03236",
     year=2020,
-    status="verified",
+    status="checked",
     models=("FunnelModel", "FunnelBase", "FunnelClassifier"),
     recipes={"funnel": "paperzoo.papers.funnel.recipe:run"},
     benches={"funnel": "paperzoo.bench.funnel:run", "funnel-costs": "paperzoo.bench.funnel:costs"},

@@ -10,7 +10,7 @@ register(Paper(
     title="MobileNetV2: Inverted Residuals and Linear Bottlenecks",
     arxiv="1801.04381",
     year=2018,
-    status="verified",
+    status="checked",
     models=("MobileNetV2Model", "MobileNetV2ForImageClassification"),
     recipes={"mobilenetv2": "paperzoo.papers.mobilenetv2.recipe:run"},
     benches={"mobilenetv2": "paperzoo.bench.mobilenetv2:run"},

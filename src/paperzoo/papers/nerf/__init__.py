@@ -16,7 +16,7 @@ register(Paper(
     title="NeRF: Representing Scenes as Neural Radiance Fields for View Synthesis",
     arxiv="2003.08934",
     year=2020,
-    status="implemented",
+    status="checked",
     models=("NeRFMLP",),
     recipes={"nerf": "paperzoo.papers.nerf.recipe:run"},
     benches={"nerf": "paperzoo.bench.nerf:run"},

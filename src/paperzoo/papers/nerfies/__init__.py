@@ -39,7 +39,7 @@ register(Paper(
     title="Nerfies: Deformable Neural Radiance Fields",
     arxiv="2011.12948",
     year=2020,
-    status="implemented",
+    status="checked",
     models=("Nerfies",),
     recipes={"nerfies": "paperzoo.papers.nerfies.recipe:run"},
     benches={"nerfies": "paperzoo.bench.nerfies:run"},

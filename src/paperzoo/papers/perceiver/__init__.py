@@ -19,7 +19,7 @@ register(Paper(
     title="Perceiver: General Perception with Iterative Attention (and Perceiver IO)",
     arxiv="2103.03206",
     year=2021,
-    status="verified",
+    status="checked",
     models=("Perceiver",),  # adapters, encoder, layers and decoders are its parts, built from its config
     recipes={"perceiver": "paperzoo.papers.perceiver.recipe:run"},
     benches={"perceiver": "paperzoo.bench.perceiver:run"},

@@ -11,7 +11,7 @@ register(Paper(
     title="Attention Is All You Need (positional encodings: sinusoidal vs learned)",
     arxiv="1706.03762",
     year=2017,
-    status="implemented",
+    status="checked",
     models=("CharLM",),
     recipes={"posenc": "paperzoo.papers.posenc.recipe:run"},
     claims=("Sinusoidal and learned positional embeddings give nearly identical results (Vaswani et al. 2017, "

@@ -12,7 +12,7 @@ register(Paper(
     title="Swin Transformer: Hierarchical Vision Transformer using Shifted Windows",
     arxiv="2103.14030",
     year=2021,
-    status="verified",
+    status="checked",
     models=("SwinModel", "SwinForImageClassification", "ViT"),
     recipes={"swin": "paperzoo.papers.swin.recipe:run"},
     benches={"swin": "paperzoo.bench.swin:run"},

@@ -11,7 +11,7 @@ register(Paper(
     title="Switch Transformers: Scaling to Trillion Parameter Models with Simple and Efficient Sparsity",
     arxiv="2101.03961",
     year=2021,
-    status="reproduced",
+    status="checked",
     models=("SwitchMoE", "SwitchLM"),
     recipes={"switch": "paperzoo.papers.switch.recipe:run"},
     benches={"switch": "paperzoo.bench.switch:run"},
