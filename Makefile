@@ -14,13 +14,17 @@ $(STAMP): pyproject.toml constraints.txt
 	$(VENV)/bin/pip install -q -c constraints.txt -e '.[hf,deploy,nerf,dev]'
 	touch $(STAMP)
 
+# the data folder found above, saved in the venv: later `.venv/bin/paperzoo ...` commands find it without the variable
+data-root: $(STAMP)
+	@if test -d "$(PAPERZOO_DATA)"; then $(VENV)/bin/paperzoo data use "$(PAPERZOO_DATA)"; fi
+
 setup: $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP) data-root
 	$(VENV)/bin/paperzoo data fetch fashion-mnist
 	$(VENV)/bin/paperzoo reproduce fashion-cnn
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
 
-.PHONY: setup demo test
+.PHONY: setup data-root demo test

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import tarfile
 import zipfile
 import zlib
@@ -285,6 +284,21 @@ def data_list() -> None:
     console.print(table)
 
 
+@data_app.command("use")
+def data_use(path: Path = typer.Argument(None, help="The folder that holds the data sets (omit to show the current)."),
+             forget: bool = typer.Option(False, "--forget", help="Forget the saved folder.")) -> None:
+    """Save the data folder for this Python environment, so every later `paperzoo` finds it without PAPERZOO_DATA
+    (which, when set, still wins)."""
+    from paperzoo import data
+
+    if forget:
+        data.save_root(None)
+    elif path is not None:
+        with _one_line_errors():
+            data.save_root(path)
+    console.print(f"data folder: {data.data_root()} ({data.data_root_source()})", highlight=False, soft_wrap=True)
+
+
 @data_app.command("verify")
 def data_verify(name: str = typer.Argument(None, help="One data set (default: every set with a folder there).")
                 ) -> None:
@@ -292,7 +306,7 @@ def data_verify(name: str = typer.Argument(None, help="One data set (default: ev
     from paperzoo import data
 
     root = data.data_root()
-    where = "PAPERZOO_DATA" if os.environ.get("PAPERZOO_DATA") else "the default; PAPERZOO_DATA is unset"
+    where = data.data_root_source()
     if name and name not in data.DATASETS:
         _fail(f"unknown data set {name!r}; valid names: {', '.join(sorted(data.DATASETS))}")
     if not root.is_dir():

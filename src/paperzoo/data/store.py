@@ -59,9 +59,53 @@ class DataIntegrityError(ValueError):
 
 
 def data_root() -> Path:
-    """``$PAPERZOO_DATA`` if set, else ``~/.cache/paperzoo``."""
+    """``$PAPERZOO_DATA`` if set, else the folder saved for this Python environment by ``paperzoo data use PATH``
+    (:func:`saved_root_file`), else ``~/.cache/paperzoo``."""
     env = os.environ.get("PAPERZOO_DATA")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "paperzoo"
+    if env:
+        return Path(env).expanduser()
+    saved = _saved_root()
+    return saved if saved is not None else Path.home() / ".cache" / "paperzoo"
+
+
+def data_root_source() -> str:
+    """Where :func:`data_root` came from, in words for messages."""
+    if os.environ.get("PAPERZOO_DATA"):
+        return "PAPERZOO_DATA"
+    if _saved_root() is not None:
+        return f"saved by `paperzoo data use` in {saved_root_file()}"
+    return "the default; PAPERZOO_DATA is unset"
+
+
+def saved_root_file() -> Path:
+    """The file of ``paperzoo data use``: one per Python environment (a virtualenv has its own), so the
+    ``.venv/bin/paperzoo`` that ``make`` set up finds the data ``make`` found without an exported variable."""
+    return Path(sys.prefix) / "etc" / "paperzoo" / "data-root"
+
+
+def save_root(path: str | os.PathLike | None) -> Path | None:
+    """Make ``path`` this environment's data folder (None forgets it); returns the absolute path saved."""
+    f = saved_root_file()
+    if path is None:
+        f.unlink(missing_ok=True)
+        return None
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"data folder {root} does not exist; make it or fetch a set into it first "
+                                f"(PAPERZOO_DATA={root} paperzoo data fetch NAME)")
+    f.parent.mkdir(parents=True, exist_ok=True)
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(str(root) + "\n")
+    tmp.replace(f)
+    return root
+
+
+def _saved_root() -> Path | None:
+    try:
+        text = saved_root_file().read_text().strip()
+    except OSError:
+        return None
+    return Path(text) if text else None
 
 
 def cache_root() -> Path:
@@ -277,7 +321,7 @@ def not_found_message(name: str, root: str | os.PathLike | None = None, reason: 
     d = _root(root) / name
     missing = missing_files(name, root)
     shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-    where = "PAPERZOO_DATA" if os.environ.get("PAPERZOO_DATA") else "default root; PAPERZOO_DATA unset"
+    where = data_root_source()
     msg = f"data set {name!r} not found in {d} ({where}); missing: {shown or 'nothing'}."
     if reason:
         msg += f" {reason}"
