@@ -120,3 +120,15 @@ def test_to_hf_rejects_what_hf_cannot_express():
         config_to_hf(MobileNetV2Config(linear_bottleneck=False))
     with pytest.raises(ValueError, match="stem_stride"):
         config_to_hf(MobileNetV2Config(stem_stride=1))
+
+
+def test_from_hf_and_to_hf_keep_the_dtype():
+    """A bf16 HF model converts to a bf16 paperzoo model with bit-identical weights and back (as the text
+    converters do), instead of being silently upcast to fp32 by load_state_dict."""
+    hf = _hf(0.35, True).to(torch.bfloat16)
+    ours = from_hf(hf)
+    assert {p.dtype for p in ours.parameters()} == {torch.bfloat16}
+    back = to_hf(ours)
+    assert {p.dtype for p in back.parameters()} == {torch.bfloat16}
+    for (k, a), b in zip(hf.state_dict().items(), back.state_dict().values(), strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b), k

@@ -105,3 +105,15 @@ def test_swin_t_matches_hf_at_224():
     x = torch.randn(1, 3, 224, 224)
     with torch.no_grad():
         torch.testing.assert_close(ours(pixel_values=x).logits, hf(pixel_values=x).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_from_hf_and_to_hf_keep_the_dtype():
+    """A bf16 HF model converts to a bf16 paperzoo model with bit-identical weights and back (as the text
+    converters do), instead of being silently upcast to fp32 by load_state_dict."""
+    hf = _hf(transformers.SwinForImageClassification, "2stage").to(torch.bfloat16)
+    ours = from_hf(hf)
+    assert {p.dtype for p in ours.parameters()} == {torch.bfloat16}
+    back = to_hf(ours)
+    assert {p.dtype for p in back.parameters()} == {torch.bfloat16}
+    for (k, a), b in zip(hf.state_dict().items(), back.state_dict().values(), strict=True):
+        assert a.dtype == b.dtype and torch.equal(a, b), k

@@ -138,6 +138,8 @@ def mobilenetv2_from_hf(hf_model: Any, bn_momentum: float = HF_BN_MOMENTUM) -> t
     else:
         model = MobileNetV2Model(config)
         key_map = _key_map(model, "", "")
+    param = next(hf_model.parameters())
+    model = model.to(device=param.device, dtype=param.dtype)  # HF's dtype and device, as the text converters
     _copy(hf_model.state_dict(), model, key_map)
     return model.train(hf_model.training)
 
@@ -155,6 +157,8 @@ def mobilenetv2_to_hf(model: torch.nn.Module) -> Any:
     else:
         hf = transformers.MobileNetV2Model(hf_config)
         key_map = _key_map(model, "", "")
+    param = next(model.parameters())
+    hf = hf.to(device=param.device, dtype=param.dtype)
     _copy(model.state_dict(), hf, {v: k for k, v in key_map.items()})
     return hf.train(model.training)
 

@@ -97,6 +97,8 @@ def swin_from_hf(hf_model: Any) -> SwinModel | SwinForImageClassification:
         model, ours_prefix, hf_prefix = SwinForImageClassification(cfg), "swin.", "swin."
     else:
         model, ours_prefix, hf_prefix = SwinModel(cfg), "", ""
+    param = next(hf_model.parameters())
+    model = model.to(device=param.device, dtype=param.dtype)  # HF's dtype and device, as the text converters
     km = {ours_prefix + k: v for k, v in _key_map(sd, cfg, hf_prefix).items()} | _head_keys(ours_prefix)
     target = model.state_dict()
     ours = {k: torch.cat([sd[n] for n in names]).reshape(target[k].shape).detach().clone()
@@ -115,6 +117,8 @@ def swin_to_hf(model: SwinModel | SwinForImageClassification) -> Any:
         hf, ours_prefix = transformers.SwinForImageClassification(config_to_hf(cfg)), "swin."
     else:
         hf, ours_prefix = transformers.SwinModel(config_to_hf(cfg)), ""
+    param = next(model.parameters())
+    hf = hf.to(device=param.device, dtype=param.dtype)
     template, sd = hf.state_dict(), model.state_dict()
     km = {ours_prefix + k: v for k, v in _key_map(template, cfg, ours_prefix).items()} | _head_keys(ours_prefix)
     theirs = {}
