@@ -117,3 +117,4 @@ def test_from_hf_and_to_hf_keep_the_dtype():
     assert {p.dtype for p in back.parameters()} == {torch.bfloat16}
     for (k, a), b in zip(hf.state_dict().items(), back.state_dict().values(), strict=True):
         assert a.dtype == b.dtype and torch.equal(a, b), k
+

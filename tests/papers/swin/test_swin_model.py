@@ -223,8 +223,15 @@ def test_a_stage_is_patch_merging_then_its_blocks():
             y = block(y, model.masks)
         torch.testing.assert_close(second(x, model.masks), y)
         assert y.shape == (2, 8, 8, 64)
-        hidden = model(torch.randn(1, 3, 32, 32), output_hidden_states=True).hidden_states
-    assert [tuple(h.shape) for h in hidden] == [(1, 16, 16, 32), (1, 16, 16, 32), (1, 8, 8, 64)]
+        x = torch.randn(1, 3, 32, 32)
+        out = model(x, output_hidden_states=True)
+        features = model.features(x)
+    assert [tuple(h.shape) for h in out.hidden_states] == [(1, 256, 32), (1, 256, 32), (1, 64, 64)]
+    assert [tuple(h.shape) for h in out.reshaped_hidden_states] == [(1, 32, 16, 16), (1, 32, 16, 16), (1, 64, 8, 8)]
+    for tokens, grid in zip(out.hidden_states, out.reshaped_hidden_states, strict=True):
+        assert torch.equal(tokens, grid.flatten(2).transpose(1, 2))
+    # features() and the hidden states agree on layout and values (NCHW maps)
+    assert all(torch.equal(f, h) for f, h in zip(features, out.reshaped_hidden_states[1:], strict=True))
 
 
 def test_input_dtype_must_be_the_models():

@@ -343,11 +343,22 @@ class SwinStage(nn.Module):
         return x
 
 
+@dataclass
+class SwinModelOutput(BaseModelOutput):
+    """:class:`BaseModelOutput` plus HF Swin's ``reshaped_hidden_states``: the ``hidden_states`` as ``(B, C, H, W)``."""
+
+    reshaped_hidden_states: tuple[Tensor, ...] | None = None
+
+
 class SwinModel(nn.Module):
     """Swin backbone. ``pixel_values (B, C_in, H, W)`` of any size ``>= config.total_stride``, in the model's dtype ->
     ``last_hidden_state (B, ceil(H/32) * ceil(W/32), 8C)`` (final LayerNorm) and ``pooler_output (B, 8C)``
-    (mean over tokens); ``hidden_states`` (with ``output_hidden_states``): the embedded map and each stage's
-    output, ``(B, H_i, W_i, C_i)``. :meth:`features` returns the stage maps at strides 4/8/16/32 for dense tasks."""
+    (mean over tokens). With ``output_hidden_states``: the embedded map and each stage's output (strides 4 to 32,
+    the maps a dense head uses; HF's Swin instead records each stage after the next stage's patch merging, so only
+    its first and last entries are the same tensors), in HF's two layouts:
+    ``hidden_states`` as tokens ``(B, H_i * W_i, C_i)`` and ``reshaped_hidden_states`` as maps ``(B, C_i, H_i, W_i)``.
+    :meth:`features` returns the stage maps at strides 4/8/16/32 for dense tasks, in that same NCHW layout
+    (``features(x) == forward(x, output_hidden_states=True).reshaped_hidden_states[1:]``)."""
 
     config_class = SwinConfig
 
@@ -405,15 +416,18 @@ class SwinModel(nn.Module):
             outs.append(rearrange(x, "b h w c -> b c h w"))
         return outs
 
-    def forward(self, pixel_values: Tensor, output_hidden_states: bool = False, **_) -> BaseModelOutput:
+    def forward(self, pixel_values: Tensor, output_hidden_states: bool = False, **_) -> SwinModelOutput:
         x = self.embed(pixel_values)  # (B, H/4, W/4, C)
         hidden = [x]
         for stage in self.stages:  # strides 4, 8, 16, 32; widths C, 2C, 4C, 8C
             x = stage(x, self.masks)
             hidden.append(x)
         x = self.norm(rearrange(x, "b h w c -> b (h w) c"))  # (B, tokens, 8C)
-        return BaseModelOutput(last_hidden_state=x, pooler_output=x.mean(1),
-                               hidden_states=tuple(hidden) if output_hidden_states else None)
+        if not output_hidden_states:
+            return SwinModelOutput(last_hidden_state=x, pooler_output=x.mean(1))
+        return SwinModelOutput(last_hidden_state=x, pooler_output=x.mean(1),
+                               hidden_states=tuple(rearrange(h, "b h w c -> b (h w) c") for h in hidden),
+                               reshaped_hidden_states=tuple(rearrange(h, "b h w c -> b c h w") for h in hidden))
 
     def set_window_size(self, window_size: int) -> None:
         """Change M (e.g. 7 -> 12 to fine-tune at 384^2): bias tables are resized bicubically (sec. 3.3)."""
