@@ -259,13 +259,21 @@ def export(
     fmt: str = typer.Option("onnx", "--format", help="onnx | torchscript | int8"),
     image_size: int = typer.Option(None, "--image-size", help="Input size (default: the model's own)."),
     calibration: str = typer.Option(None, "--calibration", help="'cifar10' to calibrate int8 on real images."),
+    verify: bool = typer.Option(True, "--verify/--no-verify",
+                                help="Check the ONNX graph's outputs against PyTorch with onnxruntime."),
 ) -> None:
     """Export a trained MobileNetV2 for deployment (folded BatchNorm) to ONNX, TorchScript or int8."""
     from paperzoo.papers.mobilenetv2.deploy import export as export_mobilenetv2
 
-    with _one_line_errors():
-        path = export_mobilenetv2(model_dir, out, fmt=fmt, image_size=image_size, calibration=calibration)
-    console.print(f"wrote {path}")
+    try:
+        with _one_line_errors():
+            path = export_mobilenetv2(model_dir, out, fmt=fmt, image_size=image_size, calibration=calibration,
+                                      verify=verify)
+    except ImportError as e:  # onnxruntime missing for --verify
+        _fail(str(e))
+    checked = " (checked against PyTorch with onnxruntime)" if fmt == "onnx" and verify else (
+        " (not checked: --no-verify)" if fmt == "onnx" else "")
+    console.print(f"wrote {path}{checked}")
 
 
 @data_app.command("list")

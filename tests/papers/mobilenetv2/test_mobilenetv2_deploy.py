@@ -72,8 +72,8 @@ def test_int8_quantization_close_and_smaller():
         got = q(x)
     assert got.shape == ref.shape and got.dtype == torch.float32
     rel = ((got - ref).norm() / ref.norm()).item()
-    assert rel < 0.15, rel
-    assert (got.argmax(1) == ref.argmax(1)).float().mean() >= 0.75
+    assert rel < 0.06, rel  # measured 0.035 (fbgemm/x86 per-channel weights, calibrated activations)
+    assert (got.argmax(1) == ref.argmax(1)).float().mean() >= 0.9  # measured 1.0
     assert model_size_bytes(q) < 0.6 * model_size_bytes(m)  # ~0.27 at full size; packing overhead here
     with pytest.raises(ValueError, match="backend"):
         quantize_int8(m, calib, backend="tpu")
@@ -128,3 +128,27 @@ def test_export_int8_torchscript(tmp_path):
         assert q(x).shape == (4, 10)
     with pytest.raises(ValueError, match="calibration"):
         export(tmp_path / "model", tmp_path / "out", fmt="int8", calibration="imagenet")
+
+
+def test_onnx_export_without_onnxruntime_refuses_to_claim_a_check(tmp_path, monkeypatch):
+    """Without onnxruntime the export used to return an unchecked file silently: now --verify (the default) stops
+    with the remedy, and --no-verify writes the file and says it is unchecked."""
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from paperzoo.cli import app
+
+    save_pretrained(_model(), tmp_path / "model")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(ImportError, match=r"onnxruntime is not installed.*paperzoo\[deploy\].*verify=False"):
+        export(tmp_path / "model", tmp_path / "out", fmt="onnx")
+    runner = CliRunner()
+    bad = runner.invoke(app, ["export", str(tmp_path / "model"), "--out", str(tmp_path / "cli")])
+    assert bad.exit_code == 2 and "--no-verify" in bad.output and not (tmp_path / "cli").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ok = runner.invoke(app, ["export", str(tmp_path / "model"), "--out", str(tmp_path / "cli"), "--no-verify"],
+                           env={"COLUMNS": "200"})
+    assert ok.exit_code == 0 and "not checked" in ok.output and (tmp_path / "cli" / "model.onnx").is_file()

@@ -159,6 +159,31 @@ def test_masks_cached_and_model_is_stateless():
         torch.testing.assert_close(model(a).last_hidden_state, ref)
 
 
+def _keys_cubic(x: float, a: float = -0.75) -> float:
+    """Keys' cubic convolution kernel with torch's (and OpenCV's) a = -0.75, written out by hand."""
+    x = abs(x)
+    if x <= 1:
+        return (a + 2) * x**3 - (a + 3) * x**2 + 1
+    if x < 2:
+        return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
+    return 0.0
+
+
+def test_bias_table_interpolation_is_bicubic_as_the_official_code():
+    """A unit impulse in the middle of a 13x13 table (window 7) resized to 23x23 (window 12) gives, away from the
+    borders, the separable cubic kernel at the half-pixel source coordinates: negative lobes included, which
+    bilinear, nearest or area resampling cannot produce."""
+    side, new = 13, 23
+    t = torch.zeros(side, side, 1)
+    t[6, 6] = 1.0
+    got = interpolate_bias_table(t.reshape(side * side, 1), 12).reshape(new, new)
+    src = [(i + 0.5) * side / new - 0.5 for i in range(new)]  # align_corners=False
+    want = torch.tensor([[_keys_cubic(si - 6) * _keys_cubic(sj - 6) for sj in src] for si in src])
+    inner = slice(4, new - 4)  # the impulse's support stays clear of the clamped borders
+    torch.testing.assert_close(got[inner, inner], want[inner, inner], atol=1e-6, rtol=0)
+    assert got.min() < -0.01  # the cubic's negative lobe
+
+
 def test_bias_table_interpolation():
     t = torch.randn(13 * 13, 3)
     assert torch.equal(interpolate_bias_table(t, 7), t)
