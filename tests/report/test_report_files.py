@@ -79,6 +79,35 @@ def test_write_config_refuses_a_folder_made_with_another_config(runs):
     assert json.loads((d / "config.json").read_text())["config"]["train"]["lr"] == 1e-3  # left as it was
 
 
+def test_a_field_added_later_at_its_default_does_not_block_resume(runs):
+    """A run folder made before a config class grew a field resumes when the field is at its declared default
+    (the value that reproduces the old behaviour); any other value is still a different config."""
+
+    @dataclass(frozen=True)
+    class Old:
+        lr: float = 1e-3
+
+    @dataclass(frozen=True)
+    class New:
+        lr: float = 1e-3
+        condition_dim: int = 0
+        extra: tuple = (1, 2)
+
+    @dataclass(frozen=True)
+    class Outer:
+        model: object
+        seeds: int = 1
+
+    d = new_run_dir("demo")
+    write_config(d, Outer(Old()), seeds=[0])
+    write_config(d, Outer(New()), seeds=[0])  # new fields at their defaults: accepted, and recorded
+    assert json.loads((d / "config.json").read_text())["config"]["model"]["condition_dim"] == 0
+    e = new_run_dir("demo", runs / "demo" / "other")
+    write_config(e, Outer(Old()), seeds=[0])
+    with pytest.raises(ValueError, match=r"condition_dim: '<absent>' -> 4"):
+        write_config(e, Outer(New(condition_dim=4)), seeds=[0])
+
+
 def test_write_result_files_report_and_index(runs):
     d = new_run_dir("fashion-cnn")
     write_config(d, {"epochs": 2, "seeds": [0, 1, 2]})

@@ -108,8 +108,27 @@ def write_config(run_dir: Path, config: Any, seeds: Iterable[int] | None = None)
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
     }
-    _refuse_other_config(run_dir / "config.json", doc)
+    _refuse_other_config(run_dir / "config.json", doc, _field_defaults(cfg, "config."))
     return write_text_atomic(run_dir / "config.json", dumps(doc))
+
+
+def _field_defaults(obj: Any, prefix: str) -> dict[str, Any]:
+    """Flattened JSON keys -> the declared default of every dataclass field inside ``obj`` (a config tree)."""
+    out: dict[str, Any] = {}
+    items = ([(f.name, getattr(obj, f.name), f) for f in dataclasses.fields(obj)]
+             if dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+             else [(k, v, None) for k, v in obj.items()] if isinstance(obj, Mapping) else [])
+    for name, value, f in items:
+        if f is not None and f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f is not None and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            default = dataclasses.MISSING
+        if default is not dataclasses.MISSING:
+            out.update(_flatten(json.loads(dumps(default)), f"{prefix}{name}."))
+        out.update(_field_defaults(value, f"{prefix}{name}."))
+    return out
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -121,7 +140,10 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: obj}
 
 
-def _refuse_other_config(path: Path, doc: dict[str, Any]) -> None:
+def _refuse_other_config(path: Path, doc: dict[str, Any], defaults: dict[str, Any] | None = None) -> None:
+    """Refuse a folder whose config differs from ``doc``'s. A key the folder's config lacks is accepted when its
+    new value is the field's declared default (``defaults``): a field added to a config class after the folder
+    was made, at the value that reproduces the old behaviour."""
     if not path.exists():
         return
     try:
@@ -131,8 +153,10 @@ def _refuse_other_config(path: Path, doc: dict[str, Any]) -> None:
     new = json.loads(dumps(doc))
     before = _flatten({"config": old.get("config"), "seeds": old.get("seeds")})
     after = _flatten({"config": new["config"], "seeds": new["seeds"]})
+    defaults = defaults or {}
     diff = [f"{k}: {before.get(k, '<absent>')!r} -> {after.get(k, '<absent>')!r}"
-            for k in sorted(before.keys() | after.keys()) if before.get(k, "<absent>") != after.get(k, "<absent>")]
+            for k in sorted(before.keys() | after.keys()) if before.get(k, "<absent>") != after.get(k, "<absent>")
+            and not (k not in before and k in defaults and after[k] == defaults[k])]
     if diff:
         raise ValueError(f"{path.parent} holds runs made with a different config ({'; '.join(diff[:8])}"
                          f"{'; ...' if len(diff) > 8 else ''}); give a new --out folder, or delete this one to "
