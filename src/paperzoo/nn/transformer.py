@@ -312,8 +312,8 @@ class TextEncoder(nn.Module):
                 raise ValueError(f"attention_mask must have shape {tuple(x.shape[:2])}, "
                                  f"got {tuple(attention_mask.shape)}")
             attention_mask = as_keep_mask(attention_mask)
-            if bool(attention_mask.all()):  # no padding: keep SDPA on its mask-free path
-                attention_mask = None
+            if not torch.compiler.is_compiling() and bool(attention_mask.all()):  # no padding: keep SDPA on its
+                attention_mask = None  # mask-free path (eager only: a data-dependent branch would break the graph)
         out = self.encoder(x, key_padding_mask=attention_mask, output_hidden_states=output_hidden_states)
         h = out.last_hidden_state
         pooled = torch.tanh(self.pooler(h[:, 0])) if self.pooler is not None else None

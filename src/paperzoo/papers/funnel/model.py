@@ -207,8 +207,8 @@ def _rel_shift_scores(qv: torch.Tensor, r_head: torch.Tensor, inputs: AttentionI
     n_k = len(inputs.k_pos)
     shift = inputs.q_stride // inputs.k_stride
     r = r_head.shape[-1]
-    score = torch.bmm(qv.reshape(n_h, b * n_q, head_dim), r_head)  # (N, B*I, R), contiguous
-    return score.as_strided((n_h * b, n_q, n_k), (n_q * r, r - shift, 1), score.storage_offset() + shift * n_q)
+    score = torch.bmm(qv.reshape(n_h, b * n_q, head_dim), r_head)  # (N, B*I, R), a fresh contiguous tensor
+    return score.as_strided((n_h * b, n_q, n_k), (n_q * r, r - shift, 1), shift * n_q)  # storage offset 0 + shift*I
 
 
 def _distances(inputs: AttentionInputs, device) -> torch.Tensor:
@@ -619,8 +619,8 @@ def _check_inputs(input_ids, attention_mask, token_type_ids) -> tuple[torch.Tens
     for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
         if t.shape != input_ids.shape:
             raise ValueError(f"{name} must have shape {tuple(input_ids.shape)} (batch, seq), got {tuple(t.shape)}")
-    if token_type_ids.device.type != "meta" and token_type_ids.numel() and (
-            int(token_type_ids.min()) < 0 or int(token_type_ids.max()) > CLS_TYPE_ID):
+    if token_type_ids.device.type != "meta" and token_type_ids.numel() and not torch.compiler.is_compiling() and (
+            int(token_type_ids.min()) < 0 or int(token_type_ids.max()) > CLS_TYPE_ID):  # (a value check: eager only)
         raise ValueError("token_type_ids must be 0, 1 or 2 (2: same segment as everything, Funnel's [CLS] type), "
                          f"got values in [{int(token_type_ids.min())}, {int(token_type_ids.max())}]")
     return input_ids, attention_mask, token_type_ids
