@@ -16,9 +16,11 @@ Data parallel: launch the same script with ``torchrun --nproc_per_node K script.
 the same model (same seed) and Trainer, which joins the process group and wraps the model in DDP.
 Under DDP, ``loss_fn`` receives the DDP wrapper (call ``model(...)``, not submodules, so gradients are
 synchronised; ``unwrap(model)`` gives the bare module); ``eval_fn`` receives the bare module and runs on
-rank 0 only. Only rank 0 writes checkpoints, ``metrics.jsonl`` and progress.
+rank 0 only. The logged loss and ``loss_fn`` metrics are means over the global batch (all-reduced; every rank
+must return the same metric names). Only rank 0 writes checkpoints, ``metrics.jsonl`` and progress.
 
-Expert parallelism (e.g. ``SwitchLM(cfg, group="world")`` built on every rank after the process group is up):
+Expert parallelism (e.g. ``SwitchLM(cfg, group="world")``, built on every rank after
+:func:`~paperzoo.train.distributed.setup` has started the process group):
 parameters marked expert-sharded (:func:`~paperzoo.train.distributed.mark_expert_parallel`; each rank holds its
 own experts) are kept out of DDP's broadcast and all-reduce. Their gradients already sum every rank's tokens (the
 all-to-all's backward), so they are divided by the world size to match DDP's mean over ranks; the clipping norm
@@ -559,7 +561,7 @@ class Trainer:
         if info.enabled:  # the metrics too: sample-weighted means over every rank's part of the batch
             _check_same_keys(keys, self.device)
             dist.all_reduce(stats)
-            metric_sums, local_n = dict(zip(keys, stats[2:].tolist())), total
+            metric_sums, local_n = dict(zip(keys, stats[2:].tolist(), strict=True)), total
         loss_val = stats[0].item() / total
         self._stop = stats[1].item() > 0  # all ranks agree: stop after this step if any rank was signalled
         if not math.isfinite(loss_val):

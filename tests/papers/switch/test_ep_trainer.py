@@ -23,8 +23,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import TensorDataset
 
 from paperzoo.papers.switch import SwitchLM, SwitchLMConfig
-from paperzoo.train import TrainConfig, Trainer, seed_everything
 from paperzoo.report import read_metrics
+from paperzoo.train import TrainConfig, Trainer, seed_everything
 from paperzoo.train.checkpoint import consolidate_experts, expert_shard_path, find_checkpoints
 from paperzoo.train.distributed import expert_parameters
 
@@ -108,7 +108,7 @@ def _train_worker(rank, init, tmp, init_ref, final_ref, records_ref):
         if rank == 0:
             recs = _train_records(out)
             assert [(r["event"], r["step"]) for r in recs] == [(r["event"], r["step"]) for r in records_ref]
-            for r, ref in zip(recs, records_ref):
+            for r, ref in zip(recs, records_ref, strict=True):
                 for key in ("loss", "lm_loss", "grad_norm", "fraction_dropped", "load_max", "nll", "eval_dropped"):
                     if key in ref:
                         _close(torch.tensor(r[key]), torch.tensor(ref[key]), f"step {r['step']} {key}", 1e-5)
@@ -163,6 +163,17 @@ def _ddp_worker(rank, init, tmp, *_):
         trainer = Trainer(model, TrainConfig(steps=1, batch_size=4, device="cpu"), _data(), _loss_fn, progress=False)
         out = trainer.model(ids, labels=ids)
         out.loss.backward()
+
+        # every rank must return the same metric names (they are all-reduced by position)
+        def odd_metrics(m, batch):
+            loss, metrics = _loss_fn(m, batch)
+            return loss, {**metrics, f"only_on_rank_{rank}": 1.0}
+
+        seed_everything(0)
+        odd = Trainer(SwitchLM(CFG, group="world"), TrainConfig(steps=1, batch_size=4, device="cpu"), _data(),
+                      odd_metrics, progress=False)
+        with pytest.raises(ValueError, match="different metric names on different ranks"):
+            odd.fit()
     finally:
         dist.destroy_process_group()
 
@@ -217,3 +228,47 @@ def _resume_single_worker(rank, init, tmp):
             _fit(SwitchLM(CFG, group="world"), os.path.join(tmp, "single"), resume=True)
     finally:
         dist.destroy_process_group()
+
+
+EP_SCRIPT = """
+import sys, torch
+sys.path.insert(0, {here!r})
+from paperzoo.train import distributed, seed_everything
+from paperzoo.train.checkpoint import consolidate_experts
+import test_ep_trainer as t
+torch.set_num_threads(1)
+info, _ = distributed.setup("cpu")  # the process group first: the model's layers ask it for their rank
+seed_everything(0)
+t._fit(t.SwitchLM(t.CFG, group="world"), {out!r})
+if info.rank == 0:
+    torch.save(consolidate_experts({out!r} + "/ckpt-4.pt"), {out!r} + "/final.pt")
+distributed.teardown(info)
+"""
+
+
+@pytest.mark.slow
+def test_expert_parallel_trainer_under_torchrun(tmp_path):
+    """The documented launch: ``torchrun --nproc_per_node 2 script.py`` (env:// rendezvous), then the consolidated
+    checkpoint equals the single-process run's weights."""
+    import socket
+    import subprocess
+    import sys
+
+    out = str(tmp_path / "ep")
+    script = tmp_path / "ep.py"
+    script.write_text(EP_SCRIPT.format(here=os.path.dirname(__file__), out=out))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parents[3] / "src"), os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+                        "127.0.0.1", "--master_port", str(port), str(script)], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    seed_everything(0)
+    model = SwitchLM(CFG)
+    _fit(model, tmp_path / "single")
+    ep = torch.load(Path(out) / "final.pt")
+    for k, v in _state(model).items():
+        _close(ep[k], v, f"torchrun final {k}")

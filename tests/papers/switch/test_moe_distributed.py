@@ -53,11 +53,11 @@ def _group_reference(full, world):
     logits, valid = torch.cat(logits), torch.cat(valids)
     n = valid.float().sum()
     k = full.config.k
-    kept = sum((1 - a["fraction_dropped"]) * m.float().sum() * k for a, m in zip(auxes, valids))
+    kept = sum((1 - a["fraction_dropped"]) * m.float().sum() * k for a, m in zip(auxes, valids, strict=True))
     group = {"balance_loss": balance_loss(logits.softmax(-1), logits.argmax(-1), valid),
              "z_loss": router_z_loss(logits, valid),
              "fraction_dropped": 1 - kept / (n * k),
-             "expert_load": sum(a["expert_load"] * m.float().sum() for a, m in zip(auxes, valids)) / n,
+             "expert_load": sum(a["expert_load"] * m.float().sum() for a, m in zip(auxes, valids, strict=True)) / n,
              "expert_count": sum(a["expert_count"] for a in auxes)}
     total = total + world * (0.01 * group["balance_loss"] + 0.001 * group["z_loss"])
     return xs, ys, auxes, group, total
