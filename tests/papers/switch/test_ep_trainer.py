@@ -8,6 +8,7 @@ loss is computed per forward, so micro-batch m of the reference is the concatena
 m, which is how the Trainer splits a global batch). Capacity binds, and clipping binds at every step.
 """
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -132,6 +133,10 @@ def _train_worker(rank, init, tmp, init_ref, final_ref, records_ref):
         assert fit2["resumed_from"] == 3 and fit2["loss"] == fit["loss"]
         for k, v in _state(model2).items():
             assert torch.equal(v, final[k]), f"rank {rank}: resumed {k} is not bit-exact"
+
+        # another expert layout (8 experts, 4 per rank) cannot resume these shards
+        with pytest.raises(ValueError, match=f"rank {rank} of this model has"):
+            _fit(SwitchLM(dataclasses.replace(CFG, num_experts=8), group="world"), out2, resume=True)
 
         # a missing shard: both ranks raise (none is left waiting in a collective)
         dist.barrier()
