@@ -17,10 +17,19 @@ from paperzoo.train.distributed import expert_parameters, mark_expert_parallel
 
 def test_marked_parameters_are_found_and_must_match_the_world():
     model = tf.MLP(0.0)
-    mark_expert_parallel([model.inp.weight], 2)
-    mark_expert_parallel([model.out.weight], 1)  # one rank holds every expert: an ordinary parameter
+    mark_expert_parallel([model.inp.weight], (0, 1))
+    mark_expert_parallel([model.out.weight], (0,))  # one rank holds every expert: an ordinary parameter
     assert list(expert_parameters(model)) == ["inp.weight"]
-    with pytest.raises(ValueError, match="inp.weight is sharded over 2 expert-parallel ranks but training runs on 1"):
+    with pytest.raises(ValueError, match=r"inp.weight is sharded over ranks \[0, 1\] but training runs on 1"):
+        Trainer(model, TrainConfig(steps=1, batch_size=4, device="cpu"), tf.make_data(8), tf.loss_fn,
+                progress=False)
+
+
+def test_one_expert_parallel_group_for_every_layer():
+    model = tf.MLP(0.0)
+    mark_expert_parallel([model.inp.weight], (0, 1))
+    mark_expert_parallel([model.out.weight], (0, 2))
+    with pytest.raises(ValueError, match="different expert-parallel groups"):
         Trainer(model, TrainConfig(steps=1, batch_size=4, device="cpu"), tf.make_data(8), tf.loss_fn,
                 progress=False)
 

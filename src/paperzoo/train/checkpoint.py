@@ -48,13 +48,14 @@ def prune_expert_shards(out_dir: str | os.PathLike, rank: int) -> None:
 
 def consolidate_experts(path: str | os.PathLike) -> dict:
     """The single-process model state dict of an expert-parallel checkpoint ``path`` (``ckpt-<step>.pt``): its
-    replicated weights plus every rank's experts concatenated along dim 0 in rank order."""
+    replicated weights plus the experts of one expert-parallel group's ranks, concatenated along dim 0 in order."""
     state = load_checkpoint(path)
     layout = state.get("experts")
     if layout is None:
         return dict(state["model"])
     path, world = Path(path), layout["world_size"]
-    shards = [load_checkpoint(expert_shard_path(path.parent, state["step"], r, world)) for r in range(world)]
+    ranks = layout.get("ranks", range(world))  # one expert-parallel group holds every expert once
+    shards = [load_checkpoint(expert_shard_path(path.parent, state["step"], r, world)) for r in ranks]
     model = dict(state["model"])
     for name in layout["names"]:
         model[name] = torch.cat([s["model"][name] for s in shards])

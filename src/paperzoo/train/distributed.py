@@ -118,28 +118,30 @@ def all_reduce(x: torch.Tensor, group=None) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------- expert-sharded parameters under DDP
-_SHARDS = "_paperzoo_expert_shards"  # on a parameter: the number of ranks its experts are split over (along dim 0)
+_RANKS = "_paperzoo_expert_ranks"  # on a parameter: the global ranks its experts are split over (along dim 0)
 
 
-def mark_expert_parallel(params, world: int) -> None:
-    """Mark ``params`` as expert-sharded: each of ``world`` ranks holds its own experts along dim 0.
+def mark_expert_parallel(params, ranks) -> None:
+    """Mark ``params`` as expert-sharded over the global ``ranks`` of their expert-parallel group: the group's i-th
+    rank holds its own slice of the experts along dim 0.
 
-    The :class:`~paperzoo.train.Trainer` keeps marked parameters out of DDP's broadcast and all-reduce, divides
-    their gradients by the world size (DDP's mean over ranks), counts them once per rank in the clipping norm and
-    checkpoints them per rank (see ``trainer.py``).
+    The :class:`~paperzoo.train.Trainer` keeps marked parameters out of DDP's broadcast and all-reduce, sums their
+    gradients over the ranks that hold the same slice (other expert-parallel groups, if any) and divides them by
+    the world size (DDP's mean over ranks), counts them once per slice in the clipping norm and checkpoints them
+    per rank (see ``trainer.py``).
     """
     for p in params:
-        setattr(p, _SHARDS, int(world))
+        setattr(p, _RANKS, tuple(int(r) for r in ranks))
 
 
 def expert_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
     """``{name: parameter}`` of the expert-sharded parameters of ``model`` (see :func:`mark_expert_parallel`)."""
-    return {n: p for n, p in model.named_parameters() if getattr(p, _SHARDS, 0) > 1}
+    return {n: p for n, p in model.named_parameters() if len(expert_ranks(p)) > 1}
 
 
-def expert_shards(p: torch.Tensor) -> int:
-    """Over how many ranks ``p``'s experts are split (1: not expert-sharded)."""
-    return getattr(p, _SHARDS, 1)
+def expert_ranks(p: torch.Tensor) -> tuple[int, ...]:
+    """The global ranks ``p``'s experts are split over (empty: not expert-sharded)."""
+    return getattr(p, _RANKS, ())
 
 
 def check_not_replicated_by_ddp(params, where: str) -> None:

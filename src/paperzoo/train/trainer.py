@@ -128,20 +128,25 @@ def _check_same_keys(keys: list[str], device: torch.device) -> None:
                          "same names on every rank")
 
 
-def _check_experts(experts: dict, cfg: TrainConfig, world: int, n: int) -> None:
-    """Expert-sharded parameters need their group to be the whole world and equal token counts on every rank."""
-    for name, p in experts.items():
-        if distributed.expert_shards(p) != world:
-            raise ValueError(
-                f"Trainer: {name} is sharded over {distributed.expert_shards(p)} expert-parallel ranks but training "
-                f"runs on {world}; the expert-parallel group must be the whole world (group='world'); hybrid "
-                "expert + data parallelism is not supported")
+def _expert_group(experts: dict, cfg: TrainConfig, world: int, n: int) -> tuple[int, ...]:
+    """The global ranks of this rank's expert-parallel group (empty without expert-sharded parameters); checks that
+    one group serves every layer, that its size divides the world and that every rank gets the same token count."""
+    groups = {distributed.expert_ranks(p) for p in experts.values()}
+    if len(groups) > 1:
+        raise ValueError(f"Trainer: the expert-sharded parameters use different expert-parallel groups "
+                         f"{sorted(groups)}; use one group for every layer")
+    ranks = groups.pop() if groups else ()
+    if ranks and (world % len(ranks) or max(ranks) >= world):
+        name = next(iter(experts))
+        raise ValueError(f"Trainer: {name} is sharded over ranks {list(ranks)} but training runs on {world} "
+                         f"rank(s); the expert-parallel group size must divide the world size")
     last = n % cfg.batch_size
-    if experts and not cfg.drop_last and last % (world * cfg.grad_accum):
+    if ranks and not cfg.drop_last and last % (world * cfg.grad_accum):
         raise ValueError(
             f"Trainer: expert parallelism needs the same number of samples on every rank, but with drop_last=False "
             f"the last batch of each epoch ({last} samples) does not split into world_size * grad_accum = "
             f"{world * cfg.grad_accum} equal parts; set drop_last=True")
+    return ranks
 
 
 def _check_sizes(cfg: TrainConfig, world: int, n: int) -> None:
@@ -216,12 +221,13 @@ class Trainer:
 
         self.raw_model = model.to(self.device)
         self.experts = distributed.expert_parameters(self.raw_model)  # {name: parameter}, this rank's own experts
+        self.expert_parallel = bool(self.experts)
         try:
-            _check_experts(self.experts, cfg, self.dist.world_size, n)
+            self.expert_group = _expert_group(self.experts, cfg, self.dist.world_size, n)
+            self._replicas = self._replica_group() if self.expert_parallel else None
         except ValueError:
             distributed.teardown(self.dist)
             raise
-        self.expert_parallel = bool(self.experts)
         if optimizer is None:
             optimizer = build_optimizer(param_groups if param_groups is not None else self.raw_model, cfg)
         self.optimizer = optimizer
@@ -254,7 +260,8 @@ class Trainer:
             model = {k: v for k, v in model.items() if k not in self.experts}
             skip = self._expert_slots()
             optimizer = {**optimizer, "state": {i: v for i, v in optimizer["state"].items() if i not in skip}}
-            experts = {"world_size": self.dist.world_size, "names": sorted(self.experts)}
+            experts = {"world_size": self.dist.world_size, "group_size": len(self.expert_group),
+                       "ranks": list(self.expert_group), "names": sorted(self.experts)}
         return {
             "version": CHECKPOINT_VERSION,
             "step": self.step,
@@ -270,6 +277,29 @@ class Trainer:
             "last_eval": dict(last_eval),
             "config": self.cfg.to_dict(),
         }
+
+    def _replica_group(self) -> dist.ProcessGroup | None:
+        """The ranks that hold the same experts as this one (its peers in the other expert-parallel groups), as a
+        process group, or None when one group spans the world. Collective: every rank builds every such group.
+        Their experts are made equal here (broadcast from the first of them)."""
+        world = self.dist.world_size
+        every: list = [None] * world
+        dist.all_gather_object(every, self.expert_group)
+        groups = sorted(set(every))
+        if sorted(r for g in groups for r in g) != list(range(world)) or len({len(g) for g in groups}) != 1:
+            raise ValueError(f"Trainer: the expert-parallel groups {groups} must split the {world} ranks into "
+                             "disjoint groups of one size")
+        if len(groups) == 1:
+            return None
+        mine = None
+        for j in range(len(groups[0])):  # the j-th rank of every group holds the same experts
+            members = [g[j] for g in groups]
+            pg = dist.new_group(members)
+            if self.dist.rank in members:
+                mine, src = pg, members[0]
+        for p in self.experts.values():
+            dist.broadcast(p.data, src=src, group=mine)
+        return mine
 
     def _expert_slots(self) -> dict[int, str]:
         """``{index in the optimizer's state dict: name}`` of the expert-sharded parameters."""
@@ -300,6 +330,9 @@ class Trainer:
         elif saved is not None and saved["world_size"] != world:
             error = (f"resume: {path} holds experts sharded over {saved['world_size']} ranks, but this run has "
                      f"{world}; resume it with torchrun --nproc_per_node {saved['world_size']}")
+        elif saved is not None and saved.get("group_size", world) != len(self.expert_group):
+            error = (f"resume: {path} holds experts sharded over expert-parallel groups of {saved['group_size']} "
+                     f"ranks, but this model's group has {len(self.expert_group)}; resume with the same groups")
         if error is not None:  # the same on every rank: they all read the same main file
             raise ValueError(error)
         if saved is None:
@@ -549,10 +582,12 @@ class Trainer:
             local_n += len(part)
             for k, v in metrics.items():
                 metric_sums[k] = metric_sums.get(k, 0.0) + v * len(part)
-        if self.expert_parallel:  # the all-to-all's backward summed every rank's tokens: DDP's mean over ranks
-            for p in self.experts.values():
-                if p.grad is not None:
-                    p.grad.div_(info.world_size)
+        if self.expert_parallel:  # the all-to-all's backward summed the group's tokens; the same experts on other
+            grads = [p.grad for p in self.experts.values() if p.grad is not None]  # groups saw the other tokens
+            for g in grads:
+                if self._replicas is not None:
+                    dist.all_reduce(g, group=self._replicas)
+                g.div_(info.world_size)  # DDP's mean over ranks
         if self._signal is None:
             self._signal = parallel.stop_requested()  # None outside a pool worker
         keys = sorted(metric_sums)
@@ -587,8 +622,8 @@ class Trainer:
         own = [p.grad for p in params if p.grad is not None and id(p) in ids]
         norms = [torch.nn.utils.get_total_norm(g).square() if g else torch.zeros((), device=self.device)
                  for g in (shared, own)]
-        dist.all_reduce(norms[1])
-        total = (norms[0] + norms[1]).sqrt()
+        dist.all_reduce(norms[1])  # every expert slice counted once per expert-parallel group: once in all
+        total = (norms[0] + norms[1] * (len(self.expert_group) / self.dist.world_size)).sqrt()
         torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
         return total
 

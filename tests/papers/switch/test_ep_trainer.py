@@ -9,6 +9,8 @@ m, which is how the Trainer splits a global batch). Capacity binds, and clipping
 """
 
 import dataclasses
+import faulthandler
+import gc
 import os
 import shutil
 import signal
@@ -89,109 +91,122 @@ def _expert_slice(name, full, rank):
 
 
 def _train_worker(rank, init, tmp, init_ref, final_ref, records_ref):
+    _in_group(init, rank, _train_checks, tmp, init_ref, final_ref, records_ref)
+
+
+def _train_checks(rank, tmp, init_ref, final_ref, records_ref):
+    seed_everything(0)
+    model = SwitchLM(CFG, group="world")
+    experts = set(expert_parameters(model))
+    assert len(experts) == 2 * (CFG.num_layers // CFG.moe_every), experts  # w1, w2 per Switch layer
+    for k, v in model.state_dict().items():  # the same seed gives each rank its slice of the same model
+        ref = _expert_slice(k, init_ref[k], rank) if k in experts else init_ref[k]
+        assert torch.equal(v, ref), f"init of {k} differs from the single-process model's"
+
+    out = os.path.join(tmp, "ep")
+    fit = _fit(model, out)
+    final = _state(model)
+    for k, v in final.items():
+        ref = _expert_slice(k, final_ref[k], rank) if k in experts else final_ref[k]
+        _close(v, ref, f"rank {rank}: final {k}")
+    if rank == 0:
+        recs = _train_records(out)
+        assert [(r["event"], r["step"]) for r in recs] == [(r["event"], r["step"]) for r in records_ref]
+        for r, ref in zip(recs, records_ref, strict=True):
+            for key in ("loss", "lm_loss", "grad_norm", "fraction_dropped", "load_max", "nll", "eval_dropped"):
+                if key in ref:
+                    _close(torch.tensor(r[key]), torch.tensor(ref[key]), f"step {r['step']} {key}", 1e-5)
+        whole = consolidate_experts(Path(out) / "ckpt-4.pt")  # the shards join into the single-process model
+        assert set(whole) == set(final_ref)
+        for k, v in whole.items():
+            _close(v, final_ref[k], f"consolidated {k}")
+    assert sorted(p.name for p in Path(out).iterdir() if p.name.startswith("ckpt-")) == [
+        "ckpt-2.experts-0-of-2.pt", "ckpt-2.experts-1-of-2.pt", "ckpt-2.pt",
+        "ckpt-4.experts-0-of-2.pt", "ckpt-4.experts-1-of-2.pt", "ckpt-4.pt"]
+
+    # exact resume: SIGTERM on rank 0 during step 3 stops both ranks after it; resuming gives the same bits
+    out2 = os.path.join(tmp, "ep-resumed")
+    seed_everything(0)
+    with pytest.raises(SystemExit):
+        _fit(SwitchLM(CFG, group="world"), out2, kill_at=3 if rank == 0 else None)
+    assert [s for s, _ in find_checkpoints(out2)] == [2, 3]
+    seed_everything(1)  # resuming restores every RNG: the seed here must not matter
+    model2 = SwitchLM(CFG, group="world")
+    fit2 = _fit(model2, out2, resume=True)
+    assert fit2["resumed_from"] == 3 and fit2["loss"] == fit["loss"]
+    for k, v in _state(model2).items():
+        assert torch.equal(v, final[k]), f"rank {rank}: resumed {k} is not bit-exact"
+
+    # another expert layout (8 experts, 4 per rank) cannot resume these shards
+    with pytest.raises(ValueError, match=f"rank {rank} of this model has"):
+        _fit(SwitchLM(dataclasses.replace(CFG, num_experts=8), group="world"), out2, resume=True)
+
+    # a missing shard: both ranks raise (none is left waiting in a collective)
+    dist.barrier()
+    if rank == 1:
+        expert_shard_path(out2, 4, 1, WORLD).unlink()
+    dist.barrier()
+    want = "is missing" if rank == 1 else "another rank could not load"
+    with pytest.raises(ValueError, match=want):
+        _fit(SwitchLM(CFG, group="world"), out2, resume=True)
+
+
+def _ddp_worker(rank, init, tmp):
+    _in_group(init, rank, _ddp_checks)
+
+
+def _ddp_checks(rank):
+    """A plain DDP wrap raises at the forward; the Trainer's wrap passes; mismatched metric names raise."""
+    seed_everything(0)
+    ids = EVAL_IDS[2 * rank:2 * rank + 2]
+    plain = DistributedDataParallel(SwitchLM(CFG, group="world"))
+    with pytest.raises(ValueError, match="expert-parallel.*paperzoo.train.Trainer"):
+        plain(ids, labels=ids)
+    plain.eval()
+    with pytest.raises(ValueError, match="expert-parallel"):  # any forward under that wrap
+        plain(ids)
+    # the Trainer's wrap keeps the experts out: its forward passes the check
+    seed_everything(0)
+    model = SwitchLM(CFG, group="world")
+    trainer = Trainer(model, TrainConfig(steps=1, batch_size=4, device="cpu"), _data(), _loss_fn, progress=False)
+    out = trainer.model(ids, labels=ids)
+    out.loss.backward()
+
+    # every rank must return the same metric names (they are all-reduced by position)
+    def odd_metrics(m, batch):
+        loss, metrics = _loss_fn(m, batch)
+        return loss, {**metrics, f"only_on_rank_{rank}": 1.0}
+
+    seed_everything(0)
+    odd = Trainer(SwitchLM(CFG, group="world"), TrainConfig(steps=1, batch_size=4, device="cpu"), _data(),
+                  odd_metrics, progress=False)
+    with pytest.raises(ValueError, match="different metric names on different ranks"):
+        odd.fit()
+
+
+def _in_group(init, rank, body, *args, world=WORLD):
+    """``body(rank, *args)`` inside a gloo group; the group is destroyed only after everything ``body`` made (DDP
+    wrappers hold the group) is gone. A worker stuck for a minute prints its stacks and exits."""
+    faulthandler.dump_traceback_later(60, exit=True)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
-        seed_everything(0)
-        model = SwitchLM(CFG, group="world")
-        experts = set(expert_parameters(model))
-        assert len(experts) == 2 * (CFG.num_layers // CFG.moe_every), experts  # w1, w2 per Switch layer
-        for k, v in model.state_dict().items():  # the same seed gives each rank its slice of the same model
-            ref = _expert_slice(k, init_ref[k], rank) if k in experts else init_ref[k]
-            assert torch.equal(v, ref), f"init of {k} differs from the single-process model's"
-
-        out = os.path.join(tmp, "ep")
-        fit = _fit(model, out)
-        final = _state(model)
-        for k, v in final.items():
-            ref = _expert_slice(k, final_ref[k], rank) if k in experts else final_ref[k]
-            _close(v, ref, f"rank {rank}: final {k}")
-        if rank == 0:
-            recs = _train_records(out)
-            assert [(r["event"], r["step"]) for r in recs] == [(r["event"], r["step"]) for r in records_ref]
-            for r, ref in zip(recs, records_ref, strict=True):
-                for key in ("loss", "lm_loss", "grad_norm", "fraction_dropped", "load_max", "nll", "eval_dropped"):
-                    if key in ref:
-                        _close(torch.tensor(r[key]), torch.tensor(ref[key]), f"step {r['step']} {key}", 1e-5)
-            whole = consolidate_experts(Path(out) / "ckpt-4.pt")  # the shards join into the single-process model
-            assert set(whole) == set(final_ref)
-            for k, v in whole.items():
-                _close(v, final_ref[k], f"consolidated {k}")
-        assert sorted(p.name for p in Path(out).iterdir() if p.name.startswith("ckpt-")) == [
-            "ckpt-2.experts-0-of-2.pt", "ckpt-2.experts-1-of-2.pt", "ckpt-2.pt",
-            "ckpt-4.experts-0-of-2.pt", "ckpt-4.experts-1-of-2.pt", "ckpt-4.pt"]
-
-        # exact resume: SIGTERM on rank 0 during step 3 stops both ranks after it; resuming gives the same bits
-        out2 = os.path.join(tmp, "ep-resumed")
-        seed_everything(0)
-        with pytest.raises(SystemExit):
-            _fit(SwitchLM(CFG, group="world"), out2, kill_at=3 if rank == 0 else None)
-        assert [s for s, _ in find_checkpoints(out2)] == [2, 3]
-        seed_everything(1)  # resuming restores every RNG: the seed here must not matter
-        model2 = SwitchLM(CFG, group="world")
-        fit2 = _fit(model2, out2, resume=True)
-        assert fit2["resumed_from"] == 3 and fit2["loss"] == fit["loss"]
-        for k, v in _state(model2).items():
-            assert torch.equal(v, final[k]), f"rank {rank}: resumed {k} is not bit-exact"
-
-        # another expert layout (8 experts, 4 per rank) cannot resume these shards
-        with pytest.raises(ValueError, match=f"rank {rank} of this model has"):
-            _fit(SwitchLM(dataclasses.replace(CFG, num_experts=8), group="world"), out2, resume=True)
-
-        # a missing shard: both ranks raise (none is left waiting in a collective)
-        dist.barrier()
-        if rank == 1:
-            expert_shard_path(out2, 4, 1, WORLD).unlink()
-        dist.barrier()
-        want = "is missing" if rank == 1 else "another rank could not load"
-        with pytest.raises(ValueError, match=want):
-            _fit(SwitchLM(CFG, group="world"), out2, resume=True)
+        body(rank, *args)
     finally:
+        gc.collect()
         dist.destroy_process_group()
+        faulthandler.cancel_dump_traceback_later()
 
 
-def _ddp_worker(rank, init, tmp, *_):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=WORLD)
-    try:
-        seed_everything(0)
-        ids = EVAL_IDS[2 * rank:2 * rank + 2]
-        plain = DistributedDataParallel(SwitchLM(CFG, group="world"))
-        with pytest.raises(ValueError, match="expert-parallel.*paperzoo.train.Trainer"):
-            plain(ids, labels=ids)
-        plain.eval()
-        with pytest.raises(ValueError, match="expert-parallel"):  # any forward under that wrap
-            plain(ids)
-        # the Trainer's wrap keeps the experts out: its forward passes the check
-        seed_everything(0)
-        model = SwitchLM(CFG, group="world")
-        trainer = Trainer(model, TrainConfig(steps=1, batch_size=4, device="cpu"), _data(), _loss_fn, progress=False)
-        out = trainer.model(ids, labels=ids)
-        out.loss.backward()
-
-        # every rank must return the same metric names (they are all-reduced by position)
-        def odd_metrics(m, batch):
-            loss, metrics = _loss_fn(m, batch)
-            return loss, {**metrics, f"only_on_rank_{rank}": 1.0}
-
-        seed_everything(0)
-        odd = Trainer(SwitchLM(CFG, group="world"), TrainConfig(steps=1, batch_size=4, device="cpu"), _data(),
-                      odd_metrics, progress=False)
-        with pytest.raises(ValueError, match="different metric names on different ranks"):
-            odd.fit()
-    finally:
-        dist.destroy_process_group()
-
-
-def _spawn(fn, tmp, *args, timeout=120.0):
+def _spawn(fn, tmp, *args, timeout=120.0, world=WORLD):
     init = "file://" + os.path.join(tmp, "init")
-    ctx = mp.start_processes(fn, args=(init, tmp, *args), nprocs=WORLD, join=False, start_method="fork")
+    ctx = mp.start_processes(fn, args=(init, tmp, *args), nprocs=world, join=False, start_method="fork")
     deadline = time.monotonic() + timeout
     while not ctx.join(timeout=0.5):
         if time.monotonic() > deadline:
             for p in ctx.processes:
                 p.kill()
-            pytest.fail(f"{WORLD} expert-parallel workers did not finish in {timeout} s")
+            pytest.fail(f"{world} expert-parallel workers did not finish in {timeout} s")
 
 
 def test_expert_parallel_trainer_matches_single_process(tmp_path):
@@ -214,6 +229,40 @@ def test_expert_parallel_trainer_matches_single_process(tmp_path):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _hybrid_worker(rank, init, tmp, final_ref, records_ref):
+    _in_group(init, rank, _hybrid_checks, tmp, final_ref, records_ref, world=4)
+
+
+def _hybrid_checks(rank, tmp, final_ref, records_ref):
+    groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]  # 2 expert-parallel groups, each with every expert
+    seed_everything(0)
+    model = SwitchLM(CFG, group=groups[rank // 2])
+    out = os.path.join(tmp, "hybrid")
+    Trainer(model, dataclasses.replace(TRAIN, grad_accum=1), _data(), _loss_fn, eval_fn=_eval_fn, out_dir=out,
+            progress=False).fit()
+    for k, v in _state(model).items():
+        ref = _expert_slice(k, final_ref[k], rank % 2) if k in expert_parameters(model) else final_ref[k]
+        _close(v, ref, f"rank {rank}: final {k}")
+    if rank == 0:
+        for r, ref in zip(_train_records(out), records_ref, strict=True):
+            for key in ("loss", "grad_norm", "lm_loss", "fraction_dropped", "nll"):
+                if key in ref:
+                    _close(torch.tensor(r[key]), torch.tensor(ref[key]), f"step {r['step']} {key}", 1e-5)
+        for k, v in consolidate_experts(Path(out) / "ckpt-4.pt").items():
+            _close(v, final_ref[k], f"consolidated {k}")
+
+
+def test_hybrid_expert_and_data_parallel_matches_single_process(tmp_path):
+    """4 ranks as 2 data-parallel replicas of a 2-rank expert-parallel group: each expert's gradient is summed over
+    the replicas (the ranks holding the same experts). The reference is one process with grad_accum=2: micro-batch m
+    of it is expert-parallel group m's share of the global batch, and each group computes its balancing loss on its
+    own tokens."""
+    seed_everything(0)
+    model = SwitchLM(CFG)
+    _fit(model, tmp_path / "single")
+    _spawn(_hybrid_worker, str(tmp_path), _state(model), _train_records(tmp_path / "single"), world=4)
+
+
 def test_plain_ddp_around_expert_parallel_layer_raises(tmp_path):
     _spawn(_ddp_worker, str(tmp_path))
 
@@ -226,13 +275,12 @@ def test_expert_parallel_run_cannot_resume_a_single_process_checkpoint(tmp_path)
 
 
 def _resume_single_worker(rank, init, tmp):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=WORLD)
-    try:
-        with pytest.raises(ValueError, match="written without expert parallelism"):
-            _fit(SwitchLM(CFG, group="world"), os.path.join(tmp, "single"), resume=True)
-    finally:
-        dist.destroy_process_group()
+    _in_group(init, rank, _resume_single_checks, tmp)
+
+
+def _resume_single_checks(rank, tmp):
+    with pytest.raises(ValueError, match="written without expert parallelism"):
+        _fit(SwitchLM(CFG, group="world"), os.path.join(tmp, "single"), resume=True)
 
 
 EP_SCRIPT = """

@@ -164,7 +164,7 @@ class SwitchMoE(nn.Module):
         self.b2 = nn.Parameter(torch.zeros(n_local, 1, c.dim)) if c.bias else None
         self.reset_parameters()
         if self.group is not None:
-            mark_expert_parallel(self.expert_parameters(), self.world)
+            mark_expert_parallel(self.expert_parameters(), dist.get_process_group_ranks(self.group))
 
     @classmethod
     def example_inputs(cls, config: SwitchMoEConfig, batch: int = 2) -> dict[str, torch.Tensor]:
