@@ -22,9 +22,11 @@ must return the same metric names). Only rank 0 writes checkpoints, ``metrics.js
 Expert parallelism (e.g. ``SwitchLM(cfg, group="world")``, built on every rank after
 :func:`~paperzoo.train.distributed.setup` has started the process group):
 parameters marked expert-sharded (:func:`~paperzoo.train.distributed.mark_expert_parallel`; each rank holds its
-own experts) are kept out of DDP's broadcast and all-reduce. Their gradients already sum every rank's tokens (the
-all-to-all's backward), so they are divided by the world size to match DDP's mean over ranks; the clipping norm
-counts replicated gradients once and sums the experts' squared norms over ranks; ``eval_fn`` runs on every rank
+own experts) are kept out of DDP's broadcast and all-reduce. Their gradients already sum the expert-parallel
+group's tokens (the all-to-all's backward); with several groups (hybrid expert + data parallelism) they are summed
+over the ranks holding the same experts, whose values are made equal at the start; then they are divided by the
+world size to match DDP's mean over ranks. The clipping norm counts replicated gradients once and each expert
+slice once; ``eval_fn`` runs on every rank
 (the experts' forward is collective) and rank 0 logs it; each rank checkpoints its experts and their optimizer
 state in ``ckpt-<step>.experts-<rank>-of-<world>.pt`` beside rank 0's ``ckpt-<step>.pt`` (which holds everything
 replicated), and resuming needs the same world size and expert layout.
