@@ -615,8 +615,9 @@ class Trainer:
         return loss_val, lr, {k: v / local_n for k, v in metric_sums.items()}, grad_norm
 
     def _clip(self, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
-        """Clip to the global gradient norm; under expert parallelism ``||g||^2 = ||g_replicated||^2 + sum over
-        ranks ||g_experts||^2`` (replicated gradients are equal on every rank after DDP's all-reduce)."""
+        """Clip to the global gradient norm; under expert parallelism ``||g||^2 = ||g_replicated||^2 + sum over the
+        ranks of one expert-parallel group ||g_experts||^2`` (replicated gradients, and the experts' on the ranks
+        that hold the same experts, are equal after their all-reduces)."""
         if not self.expert_parallel:
             return torch.nn.utils.clip_grad_norm_(params, max_norm)
         ids = {id(p) for p in self.experts.values()}
