@@ -206,7 +206,7 @@ class SwitchMoE(nn.Module):
         """``hidden_states`` (batch, seq, D) or (tokens, D) (HF's argument name), ``mask`` 1 = real token."""
         x = hidden_states
         _check_input(x, mask, self.config.dim)
-        if self.group is not None:
+        if self.world > 1:  # a one-rank group holds every expert: DDP may replicate them
             check_not_replicated_by_ddp(self.expert_parameters(), "SwitchMoE(group=...)")
         xt = x.reshape(-1, self.config.dim)  # (T, D)
         valid = None if mask is None else mask.reshape(-1).bool()  # (T,)
