@@ -3,6 +3,10 @@
 A save writes a temp file in the same folder, flushes and fsyncs it, renames it over the final name
 (``os.replace`` is atomic on POSIX) and fsyncs the folder. A crash at any point leaves either the old
 set of checkpoints or the old set plus the complete new file; stray temp files are removed later.
+
+Expert parallelism: each rank also writes its own experts to ``ckpt-<step>.experts-<rank>-of-<world>.pt`` beside
+the replicated ``ckpt-<step>.pt``; the shards are written (atomically) before the main file, so a main file always
+has its shards. :func:`consolidate_experts` joins them into the single-process model's state dict.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 import torch
 
 _NAME = re.compile(r"^ckpt-(\d+)\.pt$")
+_SHARD = re.compile(r"^ckpt-(\d+)\.experts-(\d+)-of-(\d+)\.pt$")
 TMP_PREFIX = ".tmp-ckpt-"
 
 
@@ -25,6 +30,36 @@ class NoLoadableCheckpointError(RuntimeError, ValueError):
 def checkpoint_path(out_dir: str | os.PathLike, step: int) -> Path:
     """``out_dir / f"ckpt-{step}.pt"``."""
     return Path(out_dir) / f"ckpt-{step}.pt"
+
+
+def expert_shard_path(out_dir: str | os.PathLike, step: int, rank: int, world: int) -> Path:
+    """``out_dir / f"ckpt-{step}.experts-{rank}-of-{world}.pt"``: one rank's experts at ``step``."""
+    return Path(out_dir) / f"ckpt-{step}.experts-{rank}-of-{world}.pt"
+
+
+def prune_expert_shards(out_dir: str | os.PathLike, rank: int) -> None:
+    """Delete ``rank``'s expert shards whose main checkpoint is gone (pruned, or never written after a crash)."""
+    d = Path(out_dir)
+    kept = {s for s, _ in find_checkpoints(d)}
+    for p in d.iterdir() if d.is_dir() else ():
+        if (m := _SHARD.match(p.name)) and int(m.group(2)) == rank and int(m.group(1)) not in kept:
+            p.unlink(missing_ok=True)
+
+
+def consolidate_experts(path: str | os.PathLike) -> dict:
+    """The single-process model state dict of an expert-parallel checkpoint ``path`` (``ckpt-<step>.pt``): its
+    replicated weights plus the experts of one expert-parallel group's ranks, concatenated along dim 0 in order."""
+    state = load_checkpoint(path)
+    layout = state.get("experts")
+    if layout is None:
+        return dict(state["model"])
+    path, world = Path(path), layout["world_size"]
+    ranks = layout.get("ranks", range(world))  # one expert-parallel group holds every expert once
+    shards = [load_checkpoint(expert_shard_path(path.parent, state["step"], r, world)) for r in ranks]
+    model = dict(state["model"])
+    for name in layout["names"]:
+        model[name] = torch.cat([s["model"][name] for s in shards])
+    return model
 
 
 def find_checkpoints(out_dir: str | os.PathLike) -> list[tuple[int, Path]]:

@@ -94,3 +94,75 @@ class _AllToAll(torch.autograd.Function):
 def all_to_all(x: torch.Tensor, group=None) -> torch.Tensor:
     """Differentiable equal-split all-to-all along dim 0 (chunk j goes to rank j)."""
     return _AllToAll.apply(x, group)
+
+
+class _AllReduce(torch.autograd.Function):
+    """Sum over the ranks, handed to every rank; the adjoint of "every rank gets the sum" is again the sum of the
+    ranks' gradients, so backward is one more all-reduce."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:  # type: ignore[override]
+        ctx.group = group
+        out = x.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        return _AllReduce.apply(grad, ctx.group), None
+
+
+def all_reduce(x: torch.Tensor, group=None) -> torch.Tensor:
+    """Differentiable sum of ``x`` over the ranks of ``group`` (every rank gets the sum)."""
+    return _AllReduce.apply(x, group)
+
+
+# --------------------------------------------------------------------------- expert-sharded parameters under DDP
+_RANKS = "_paperzoo_expert_ranks"  # on a parameter: the global ranks its experts are split over (along dim 0)
+
+
+def mark_expert_parallel(params, ranks) -> None:
+    """Mark ``params`` as expert-sharded over the global ``ranks`` of their expert-parallel group: the group's i-th
+    rank holds its own slice of the experts along dim 0.
+
+    The :class:`~paperzoo.train.Trainer` keeps marked parameters out of DDP's broadcast and all-reduce, sums their
+    gradients over the ranks that hold the same slice (other expert-parallel groups, if any) and divides them by
+    the world size (DDP's mean over ranks), counts them once per slice in the clipping norm and checkpoints them
+    per rank (see ``trainer.py``).
+    """
+    for p in params:
+        setattr(p, _RANKS, tuple(int(r) for r in ranks))
+
+
+def expert_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
+    """``{name: parameter}`` of the expert-sharded parameters of ``model`` (see :func:`mark_expert_parallel`)."""
+    return {n: p for n, p in model.named_parameters() if len(expert_ranks(p)) > 1}
+
+
+def expert_ranks(p: torch.Tensor) -> tuple[int, ...]:
+    """The global ranks ``p``'s experts are split over (empty: not expert-sharded)."""
+    return getattr(p, _RANKS, ())
+
+
+def check_not_replicated_by_ddp(params, where: str) -> None:
+    """Raise if a ``DistributedDataParallel`` forward is running that synchronises any of the expert-sharded
+    ``params``: a plain DDP wrap broadcasts rank 0's experts over the others' and averages different experts'
+    gradients. Called by expert-parallel layers at every forward (cheap: a set of a few dozen ids)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ddp = getattr(DDP, "_active_ddp_module", None)
+    if ddp is None:
+        return
+    managed = getattr(ddp, "_module_parameters", None)
+    if managed is None:  # a torch without that list: DDP's own marker of ignored parameters
+        synced = any(not getattr(p, "_ddp_ignored", False) for p in params)
+    else:
+        ids = {id(p) for p in managed}
+        synced = any(id(p) in ids for p in params)
+    if synced:
+        raise ValueError(
+            f"{where} is expert-parallel (each rank holds different experts) but runs inside a "
+            "DistributedDataParallel that broadcasts and all-reduces its expert parameters, which mixes different "
+            "experts together. Train it with paperzoo.train.Trainer (launched with torchrun), which keeps the "
+            "experts out of DDP, scales their gradients by 1/world and checkpoints them per rank; see "
+            "src/paperzoo/papers/switch/README.md, 'Expert parallelism'")

@@ -16,7 +16,20 @@ Data parallel: launch the same script with ``torchrun --nproc_per_node K script.
 the same model (same seed) and Trainer, which joins the process group and wraps the model in DDP.
 Under DDP, ``loss_fn`` receives the DDP wrapper (call ``model(...)``, not submodules, so gradients are
 synchronised; ``unwrap(model)`` gives the bare module); ``eval_fn`` receives the bare module and runs on
-rank 0 only. Only rank 0 writes checkpoints, ``metrics.jsonl`` and progress.
+rank 0 only. The logged loss and ``loss_fn`` metrics are means over the global batch (all-reduced; every rank
+must return the same metric names). Only rank 0 writes checkpoints, ``metrics.jsonl`` and progress.
+
+Expert parallelism (e.g. ``SwitchLM(cfg, group="world")``, built on every rank after
+:func:`~paperzoo.train.distributed.setup` has started the process group):
+parameters marked expert-sharded (:func:`~paperzoo.train.distributed.mark_expert_parallel`; each rank holds its
+own experts) are kept out of DDP's broadcast and all-reduce. Their gradients already sum the expert-parallel
+group's tokens (the all-to-all's backward); with several groups (hybrid expert + data parallelism) they are summed
+over the ranks holding the same experts, whose values are made equal at the start; then they are divided by the
+world size to match DDP's mean over ranks. The clipping norm counts replicated gradients once and each expert
+slice once; ``eval_fn`` runs on every rank
+(the experts' forward is collective) and rank 0 logs it; each rank checkpoints its experts and their optimizer
+state in ``ckpt-<step>.experts-<rank>-of-<world>.pt`` beside rank 0's ``ckpt-<step>.pt`` (which holds everything
+replicated), and resuming needs the same world size and expert layout.
 """
 
 from __future__ import annotations
@@ -28,6 +41,7 @@ import os
 import signal
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -40,7 +54,16 @@ from paperzoo.context import hint
 
 from . import distributed, parallel
 from .batches import BatchOrder, fetch, to_device
-from .checkpoint import find_checkpoints, load_latest, remove_stale_temp_files, save_checkpoint
+from .checkpoint import (
+    atomic_save,
+    expert_shard_path,
+    find_checkpoints,
+    load_checkpoint,
+    load_latest,
+    prune_expert_shards,
+    remove_stale_temp_files,
+    save_checkpoint,
+)
 from .config import TrainConfig
 from .metrics import MetricsLog, ProgressDisplay
 from .metrics import say as metrics_say
@@ -95,6 +118,37 @@ def _unpack_loss(out, step: int) -> tuple[torch.Tensor, dict[str, float]]:
     if not out.requires_grad:
         raise ValueError(f"{want}; got a loss that does not require grad at step {step}")
     return out, {str(k): _metric_value(str(k), v, "loss_fn") for k, v in metrics.items()}
+
+
+def _check_same_keys(keys: list[str], device: torch.device) -> None:
+    """Every rank's ``loss_fn`` must return the same metric names (their values are all-reduced in that order)."""
+    sig = torch.tensor([len(keys), zlib.crc32("\0".join(keys).encode())], dtype=torch.float64, device=device)
+    both = torch.cat([sig, -sig])
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)  # max and -min of each number
+    if not torch.equal(both[:2], -both[2:]):
+        raise ValueError(f"loss_fn returned different metric names on different ranks (here: {keys}); return the "
+                         "same names on every rank")
+
+
+def _expert_group(experts: dict, cfg: TrainConfig, world: int, n: int) -> tuple[int, ...]:
+    """The global ranks of this rank's expert-parallel group (empty without expert-sharded parameters); checks that
+    one group serves every layer, that its size divides the world and that every rank gets the same token count."""
+    groups = {distributed.expert_ranks(p) for p in experts.values()}
+    if len(groups) > 1:
+        raise ValueError(f"Trainer: the expert-sharded parameters use different expert-parallel groups "
+                         f"{sorted(groups)}; use one group for every layer")
+    ranks = groups.pop() if groups else ()
+    if ranks and (world % len(ranks) or max(ranks) >= world):
+        name = next(iter(experts))
+        raise ValueError(f"Trainer: {name} is sharded over ranks {list(ranks)} but training runs on {world} "
+                         f"rank(s); the expert-parallel group size must divide the world size")
+    last = n % cfg.batch_size
+    if ranks and not cfg.drop_last and last % (world * cfg.grad_accum):
+        raise ValueError(
+            f"Trainer: expert parallelism needs the same number of samples on every rank, but with drop_last=False "
+            f"the last batch of each epoch ({last} samples) does not split into world_size * grad_accum = "
+            f"{world * cfg.grad_accum} equal parts; set drop_last=True")
+    return ranks
 
 
 def _check_sizes(cfg: TrainConfig, world: int, n: int) -> None:
@@ -168,12 +222,22 @@ class Trainer:
             raise
 
         self.raw_model = model.to(self.device)
+        self.experts = distributed.expert_parameters(self.raw_model)  # {name: parameter}, this rank's own experts
+        self.expert_parallel = bool(self.experts)
+        try:
+            self.expert_group = _expert_group(self.experts, cfg, self.dist.world_size, n)
+            self._replicas = self._replica_group() if self.expert_parallel else None
+        except ValueError:
+            distributed.teardown(self.dist)
+            raise
         if optimizer is None:
             optimizer = build_optimizer(param_groups if param_groups is not None else self.raw_model, cfg)
         self.optimizer = optimizer
         self.scheduler = build_scheduler(self.optimizer, cfg)
         if self.dist.enabled:
             ids = [self.device.index] if self.device.type == "cuda" else None
+            if self.expert_parallel:  # neither broadcast at the wrap nor all-reduced: each rank's experts are its own
+                DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(self.raw_model, list(self.experts))
             self.model: nn.Module = DistributedDataParallel(self.raw_model, device_ids=ids)
         else:
             self.model = self.raw_model
@@ -192,11 +256,20 @@ class Trainer:
             states = [rng]
         if not self.dist.is_main:
             return None
+        model, optimizer = self.raw_model.state_dict(), self.optimizer.state_dict()
+        experts = None
+        if self.expert_parallel:  # the replicated state only; each rank's experts go to its shard
+            model = {k: v for k, v in model.items() if k not in self.experts}
+            skip = self._expert_slots()
+            optimizer = {**optimizer, "state": {i: v for i, v in optimizer["state"].items() if i not in skip}}
+            experts = {"world_size": self.dist.world_size, "group_size": len(self.expert_group),
+                       "ranks": list(self.expert_group), "names": sorted(self.experts)}
         return {
             "version": CHECKPOINT_VERSION,
             "step": self.step,
-            "model": self.raw_model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "model": model,
+            "optimizer": optimizer,
+            "experts": experts,
             "scheduler": self.scheduler.state_dict(),
             "data": order.state_dict(),
             "rng": states,
@@ -207,7 +280,86 @@ class Trainer:
             "config": self.cfg.to_dict(),
         }
 
-    def _load(self, state: dict, order: BatchOrder) -> None:
+    def _replica_group(self) -> dist.ProcessGroup | None:
+        """The ranks that hold the same experts as this one (its peers in the other expert-parallel groups), as a
+        process group, or None when one group spans the world. Collective: every rank builds every such group.
+        Their experts are made equal here (broadcast from the first of them)."""
+        world = self.dist.world_size
+        every: list = [None] * world
+        dist.all_gather_object(every, self.expert_group)
+        groups = sorted(set(every))
+        if sorted(r for g in groups for r in g) != list(range(world)) or len({len(g) for g in groups}) != 1:
+            raise ValueError(f"Trainer: the expert-parallel groups {groups} must split the {world} ranks into "
+                             "disjoint groups of one size")
+        if len(groups) == 1:
+            return None
+        mine = None
+        for j in range(len(groups[0])):  # the j-th rank of every group holds the same experts
+            members = [g[j] for g in groups]
+            pg = dist.new_group(members)
+            if self.dist.rank in members:
+                mine, src = pg, members[0]
+        for p in self.experts.values():
+            dist.broadcast(p.data, src=src, group=mine)
+        return mine
+
+    def _expert_slots(self) -> dict[int, str]:
+        """``{index in the optimizer's state dict: name}`` of the expert-sharded parameters."""
+        ids = {id(p): n for n, p in self.experts.items()}
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        return {i: ids[id(p)] for i, p in enumerate(params) if id(p) in ids}
+
+    def _expert_shard(self) -> dict:
+        """This rank's experts and their optimizer state, with the layout that resuming must match."""
+        opt = self.optimizer.state_dict()["state"]
+        return {"step": self.step, "rank": self.dist.rank, "world_size": self.dist.world_size,
+                "layout": {n: list(p.shape) for n, p in sorted(self.experts.items())},
+                "model": {n: p.detach() for n, p in self.experts.items()},
+                "optimizer_state": {i: opt[i] for i in self._expert_slots() if i in opt}}
+
+    def _load_expert_shard(self, state: dict, path: Path) -> dict:
+        """Check the checkpoint's expert layout against this run's and load this rank's shard; every rank learns
+        whether every rank could (so a bad shard raises everywhere instead of leaving the others waiting)."""
+        saved, world = state.get("experts"), self.dist.world_size
+        error = None
+        if saved is None and self.expert_parallel:
+            error = (f"resume: {path} was written without expert parallelism, but this model's experts are sharded "
+                     f"over {world} ranks; resume it with the same (single-process or data-parallel) model")
+        elif saved is not None and not self.expert_parallel:
+            error = (f"resume: {path} holds experts sharded over {saved['world_size']} expert-parallel ranks, but "
+                     f"this run has none; resume it with torchrun --nproc_per_node {saved['world_size']} and the "
+                     "same expert-parallel model (checkpoint.consolidate_experts gives the single-process weights)")
+        elif saved is not None and saved["world_size"] != world:
+            error = (f"resume: {path} holds experts sharded over {saved['world_size']} ranks, but this run has "
+                     f"{world}; resume it with torchrun --nproc_per_node {saved['world_size']}")
+        elif saved is not None and saved.get("group_size", world) != len(self.expert_group):
+            error = (f"resume: {path} holds experts sharded over expert-parallel groups of {saved['group_size']} "
+                     f"ranks, but this model's group has {len(self.expert_group)}; resume with the same groups")
+        if error is not None:  # the same on every rank: they all read the same main file
+            raise ValueError(error)
+        if saved is None:
+            return {}
+        shard_path = expert_shard_path(path.parent, int(state["step"]), self.dist.rank, world)
+        shard = {}
+        want = {n: list(p.shape) for n, p in sorted(self.experts.items())}
+        try:
+            shard = load_checkpoint(shard_path)
+            if shard.get("layout") != want or shard.get("rank") != self.dist.rank:
+                error = (f"resume: {shard_path} holds experts {shard.get('layout')} of rank {shard.get('rank')}, "
+                         f"but rank {self.dist.rank} of this model has {want}; resume with the same model")
+        except FileNotFoundError:
+            error = f"resume: expert shard {shard_path} is missing (its main checkpoint {path} exists)"
+        except Exception as e:  # noqa: BLE001 (a damaged file: said with its name)
+            error = f"resume: expert shard {shard_path} does not load ({type(e).__name__}: {e})"
+        failed = torch.tensor([float(error is not None)], device=self.device)
+        dist.all_reduce(failed)
+        if error is not None:
+            raise ValueError(error)
+        if failed.item() > 0:
+            raise ValueError(f"resume: another rank could not load its expert shard of {path} (see its error)")
+        return shard
+
+    def _load(self, state: dict, order: BatchOrder, path: Path) -> None:
         saved = state.get("config", {})
         for key in ("batch_size", "seed", "drop_last"):
             if key in saved and saved[key] != getattr(self.cfg, key):
@@ -215,6 +367,11 @@ class Trainer:
                     f"resume: checkpoint has {key}={saved[key]!r} but cfg.{key}={getattr(self.cfg, key)!r}; "
                     "the data position would not carry over"
                 )
+        shard = self._load_expert_shard(state, path)
+        if shard:
+            opt = state["optimizer"]
+            state = {**state, "model": {**state["model"], **shard["model"]},
+                     "optimizer": {**opt, "state": {**opt["state"], **shard["optimizer_state"]}}}
         self.raw_model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -225,9 +382,17 @@ class Trainer:
 
     def _save(self, order: BatchOrder, elapsed: float, last_loss: float, last_eval: dict) -> Path | None:
         state = self._state(order, elapsed, last_loss, last_eval)
-        if state is None or self.out_dir is None:
+        if self.out_dir is None:
             return None
-        return save_checkpoint(state, self.out_dir, self.step, self.cfg.keep_last)
+        if self.expert_parallel:  # every shard is on disk before the main file names the step
+            atomic_save(self._expert_shard(), expert_shard_path(self.out_dir, self.step, self.dist.rank,
+                                                                self.dist.world_size))
+            dist.barrier()
+        path = save_checkpoint(state, self.out_dir, self.step, self.cfg.keep_last) if state is not None else None
+        if self.expert_parallel:
+            dist.barrier()
+            prune_expert_shards(self.out_dir, self.dist.rank)
+        return path
 
     # ------------------------------------------------------------------ eval
     def evaluate(self) -> dict[str, float]:
@@ -287,7 +452,7 @@ class Trainer:
             loaded = load_latest(self.out_dir)
             if loaded is not None:
                 state, path = loaded
-                self._load(state, order)
+                self._load(state, order, path)
                 elapsed_before, resumed_from = float(state.get("elapsed", 0.0)), self.step
                 last_loss, last_eval = float(state.get("last_loss", float("nan"))), dict(state.get("last_eval", {}))
                 log.truncate_after(self.step)
@@ -314,6 +479,7 @@ class Trainer:
         start_step = self.step
         win_t, win_steps, win_loss, win_metrics = t_start, 0, 0.0, {}
         evaluated_at = saved_at = self.step if resumed_from is not None else -1
+        evaluates = main or self.expert_parallel  # an expert-parallel forward needs every rank
         try:
             while self.step < cfg.steps:
                 loss_val, lr, metrics, grad_norm = self._train_step(order)
@@ -336,14 +502,15 @@ class Trainer:
                     log.write(rec)
                     display.log(rec)
                     win_t, win_steps, win_loss, win_metrics = now, 0, 0.0, {}
-                if main and self.eval_fn is not None and (
+                if evaluates and self.eval_fn is not None and (
                     (cfg.eval_every and self.step % cfg.eval_every == 0) or self.step == cfg.steps
                 ):
                     last_eval = self.evaluate()
                     evaluated_at = self.step
                     rec = {"event": "eval", "step": self.step, "time": elapsed, **last_eval}
                     log.write(rec)
-                    display.log(rec)
+                    if main:
+                        display.log(rec)
                 if self.out_dir is not None and (
                     (cfg.ckpt_every and self.step % cfg.ckpt_every == 0)
                     or self.step == cfg.steps
@@ -353,7 +520,7 @@ class Trainer:
                     saved_at = self.step
                 if self._stop:
                     self._exit_on_signal(say)
-            if main and self.eval_fn is not None and evaluated_at != self.step:
+            if evaluates and self.eval_fn is not None and evaluated_at != self.step:
                 last_eval = self.evaluate()
                 log.write({"event": "eval", "step": self.step, "time": elapsed_before + time.perf_counter() - t_start,
                            **last_eval})
@@ -391,7 +558,8 @@ class Trainer:
         raise SystemExit(128 + signum)
 
     def _train_step(self, order: BatchOrder) -> tuple[float, float, dict[str, float], float | None]:
-        """One optimizer step; returns (global mean loss, lr of group 0, rank-0 metrics, grad norm or None)."""
+        """One optimizer step; returns (global mean loss, lr of group 0, metrics (means over the global batch),
+        grad norm or None)."""
         cfg, info = self.cfg, self.dist
         step = self.step + 1
         idx = order.next_batch()
@@ -416,12 +584,21 @@ class Trainer:
             local_n += len(part)
             for k, v in metrics.items():
                 metric_sums[k] = metric_sums.get(k, 0.0) + v * len(part)
+        if self.expert_parallel:  # the all-to-all's backward summed the group's tokens; the same experts on other
+            grads = [p.grad for p in self.experts.values() if p.grad is not None]  # groups saw the other tokens
+            for g in grads:
+                if self._replicas is not None:
+                    dist.all_reduce(g, group=self._replicas)
+                g.div_(info.world_size)  # DDP's mean over ranks
         if self._signal is None:
             self._signal = parallel.stop_requested()  # None outside a pool worker
-        stats = torch.stack([loss_sum, torch.tensor(float(self._signal is not None), dtype=torch.float64,
-                                                    device=self.device)])
-        if info.enabled:
+        keys = sorted(metric_sums)
+        stats = torch.tensor([loss_sum.item(), float(self._signal is not None), *(metric_sums[k] for k in keys)],
+                             dtype=torch.float64, device=self.device)
+        if info.enabled:  # the metrics too: sample-weighted means over every rank's part of the batch
+            _check_same_keys(keys, self.device)
             dist.all_reduce(stats)
+            metric_sums, local_n = dict(zip(keys, stats[2:].tolist(), strict=True)), total
         loss_val = stats[0].item() / total
         self._stop = stats[1].item() > 0  # all ranks agree: stop after this step if any rank was signalled
         if not math.isfinite(loss_val):
@@ -429,13 +606,29 @@ class Trainer:
         grad_norm = None
         if cfg.grad_clip is not None:
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip))
+            grad_norm = float(self._clip(params, cfg.grad_clip))
             if not math.isfinite(grad_norm):
                 raise TrainingDivergedError(self._diverged_msg(f"gradient norm is {grad_norm}", step), step)
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.optimizer.step()
         self.scheduler.step()
         return loss_val, lr, {k: v / local_n for k, v in metric_sums.items()}, grad_norm
+
+    def _clip(self, params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+        """Clip to the global gradient norm; under expert parallelism ``||g||^2 = ||g_replicated||^2 + sum over the
+        ranks of one expert-parallel group ||g_experts||^2`` (replicated gradients, and the experts' on the ranks
+        that hold the same experts, are equal after their all-reduces)."""
+        if not self.expert_parallel:
+            return torch.nn.utils.clip_grad_norm_(params, max_norm)
+        ids = {id(p) for p in self.experts.values()}
+        shared = [p.grad for p in params if p.grad is not None and id(p) not in ids]
+        own = [p.grad for p in params if p.grad is not None and id(p) in ids]
+        norms = [torch.nn.utils.get_total_norm(g).square() if g else torch.zeros((), device=self.device)
+                 for g in (shared, own)]
+        dist.all_reduce(norms[1])  # every expert slice counted once per expert-parallel group: once in all
+        total = (norms[0] + norms[1] * (len(self.expert_group) / self.dist.world_size)).sqrt()
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+        return total
 
     def _diverged_msg(self, what: str, step: int) -> str:
         last = find_checkpoints(self.out_dir) if self.out_dir is not None else []

@@ -1,8 +1,10 @@
 """Expert parallelism: 2 and 4 gloo processes give the single-process layer's outputs and gradients.
 
-Each rank routes its own tokens with per-rank capacity (the paper's per-core capacity), so the reference is the
-single-process layer applied to each rank's batch with the same weights; expert-weight gradients then sum over
-every rank's tokens, router gradients (replicated weights) over the all-reduce of the ranks' own.
+Each rank routes its own tokens with per-rank capacity (the paper's per-core capacity), so the reference output is
+the single-process layer applied to each rank's batch with the same weights. The auxiliary losses and metrics are
+the group's: computed from statistics of the concatenated batch (the balancing loss is a product of two means). The
+reference objective is the sum of the ranks' objectives; expert-weight gradients then sum over every rank's tokens,
+router gradients (replicated weights) over the all-reduce of the ranks' own.
 """
 
 import os
@@ -16,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig
+from paperzoo.papers.switch.moe import SwitchMoE, SwitchMoEConfig, balance_loss, router_z_loss
 
 D, HID, E, B, S = 8, 16, 8, 2, 12
 
@@ -31,6 +33,34 @@ def _inputs(r: int):
 
 def _loss(y, aux, proj):
     return (y * proj).sum() + 0.01 * aux["balance_loss"] + 0.001 * aux["z_loss"]
+
+
+def _group_reference(full, world):
+    """The single-process layer on each rank's batch (per-rank capacity) and the group's aux values on the
+    concatenated batch; ``total`` is the sum of the ranks' objectives."""
+    xs, ys, auxes, logits, valids = [], [], [], [], []
+    total = 0.0
+    for r in range(world):
+        xr, mr, pr = _inputs(r)
+        xr.requires_grad_(True)
+        yr, auxr = full(xr, mr)
+        logits.append(full.route(xr.reshape(-1, D))[0])
+        valids.append(mr.reshape(-1))
+        xs.append(xr)
+        ys.append(yr)
+        auxes.append(auxr)
+        total = total + (yr * pr).sum()
+    logits, valid = torch.cat(logits), torch.cat(valids)
+    n = valid.float().sum()
+    k = full.config.k
+    kept = sum((1 - a["fraction_dropped"]) * m.float().sum() * k for a, m in zip(auxes, valids, strict=True))
+    group = {"balance_loss": balance_loss(logits.softmax(-1), logits.argmax(-1), valid),
+             "z_loss": router_z_loss(logits, valid),
+             "fraction_dropped": 1 - kept / (n * k),
+             "expert_load": sum(a["expert_load"] * m.float().sum() for a, m in zip(auxes, valids, strict=True)) / n,
+             "expert_count": sum(a["expert_count"] for a in auxes)}
+    total = total + world * (0.01 * group["balance_loss"] + 0.001 * group["z_loss"])
+    return xs, ys, auxes, group, total
 
 
 def _worker(rank: int, world: int, init_method: str, k: int) -> None:
@@ -55,18 +85,12 @@ def _worker(rank: int, world: int, init_method: str, k: int) -> None:
         y, aux = ep(x, mask)
         _loss(y, aux, proj).backward()
 
-        total, drops, ref = 0.0, [], None
-        for r in range(world):
-            xr, mr, pr = _inputs(r)
-            xr.requires_grad_(True)
-            yr, auxr = full(xr, mr)
-            total = total + _loss(yr, auxr, pr)
-            drops.append(float(auxr["fraction_dropped"]))
-            if r == rank:
-                ref = (xr, yr, auxr)
+        xs, ys, auxes, group, total = _group_reference(full, world)
         total.backward()
-        xr, yr, auxr = ref
-        assert max(drops) > 0, "capacity should bind somewhere for the test to mean something"
+        xr, yr = xs[rank], ys[rank]
+        assert max(float(a["fraction_dropped"]) for a in auxes) > 0, "capacity should bind somewhere"
+        own = auxes[rank]["balance_loss"]
+        assert (own - group["balance_loss"]).abs() > 1e-4, "the group's balancing loss should differ from a rank's"
 
         def close(a, b, what):
             err = (a - b).abs().max().item()
@@ -74,8 +98,8 @@ def _worker(rank: int, world: int, init_method: str, k: int) -> None:
 
         close(y, yr, "output")
         close(x.grad, xr.grad, "input gradient")
-        for name in ("balance_loss", "z_loss", "fraction_dropped"):
-            close(aux[name], auxr[name], name)
+        for name in ("balance_loss", "z_loss", "fraction_dropped", "expert_load", "expert_count"):
+            close(aux[name], group[name], name)
         for w, wf in ((ep.w1, full.w1), (ep.w2, full.w2)):
             parts = [torch.empty_like(w.grad) for _ in range(world)]
             dist.all_gather(parts, w.grad)

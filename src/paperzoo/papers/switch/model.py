@@ -30,7 +30,8 @@ class SwitchLMConfig:
     """A Switch (``num_experts > 0``) or dense (``num_experts = 0``) causal LM.
 
     ``moe_every``: a Switch FFN in layers ``i`` with ``i % moe_every == moe_every - 1`` (2: every other, the
-    paper's choice). Capacity factors, jitter, expert dropout and init scale as in
+    paper's choice). Capacity factors, jitter, expert dropout, init scale and ``route_per_sequence`` (each sequence its
+    own routing group; default False, the paper's batch-wide group) as in
     :class:`~paperzoo.papers.switch.moe.SwitchMoEConfig`.
 
     ``dropout`` applies outside the experts (attention and residual branches), ``expert_dropout`` inside them (on the
@@ -59,6 +60,7 @@ class SwitchLMConfig:
     z_loss_coef: float = 0.0
     init_scale: float = 0.1
     activation: str = "relu"
+    route_per_sequence: bool = False
 
     def __post_init__(self) -> None:
         _check_config(self)
@@ -84,7 +86,7 @@ class SwitchLMConfig:
                                capacity_factor=self.capacity_factor, eval_capacity_factor=self.eval_capacity_factor,
                                min_capacity=self.min_capacity, jitter_eps=self.jitter_eps,
                                expert_dropout=self.expert_dropout, activation=self.activation,
-                               init_scale=self.init_scale)
+                               init_scale=self.init_scale, route_per_sequence=self.route_per_sequence)
 
 
 PRESETS = {
@@ -113,6 +115,10 @@ class SwitchLM(nn.Module):
     """``forward(input_ids (batch, seq), labels=None, attention_mask=None)``; labels are the inputs (shifted inside,
     -100 ignored).
 
+    ``group``: a process group (or ``"world"``) for expert parallelism, passed to every Switch layer (each rank holds
+    E / world experts per layer; the same seed gives the single-process model's weights). Train such a model with
+    :class:`~paperzoo.train.Trainer` under ``torchrun`` (see the README's "Expert parallelism").
+
     ``attention_mask`` (batch, seq), 1 = token, 0 = padding (HF's convention): padded positions are masked as keys in
     every attention layer (on top of the causal mask), take no expert capacity, get zero MoE output and stay out of
     the balancing and z losses and the routing metrics (:class:`~paperzoo.papers.switch.moe.SwitchMoE`'s mask), and
@@ -122,9 +128,10 @@ class SwitchLM(nn.Module):
 
     config_class = SwitchLMConfig
 
-    def __init__(self, config: SwitchLMConfig):
+    def __init__(self, config: SwitchLMConfig, *, group=None):
         super().__init__()
         self.config = c = config
+        self.group = group
         tcfg = TransformerConfig(dim=c.dim, num_layers=c.num_layers, num_heads=c.num_heads, ffn_dim=c.ffn_dim,
                                  activation=c.activation, norm="rmsnorm", prenorm=True, dropout=c.dropout,
                                  bias=False, position="rotary", max_len=c.max_len, causal=True)
@@ -137,7 +144,7 @@ class SwitchLM(nn.Module):
         return {"input_ids": torch.randint(0, config.vocab_size, (batch, 16))}
 
     def _make_ffn(self, i: int) -> nn.Module | None:
-        return SwitchMoE(self.config.moe()) if self.config.is_switch_layer(i) else None
+        return SwitchMoE(self.config.moe(), group=self.group) if self.config.is_switch_layer(i) else None
 
     def reset_parameters(self) -> None:
         s = self.config.init_scale

@@ -26,7 +26,11 @@ width, F expert hidden width, C expert capacity, k experts per token, A = k * T 
 
 Expert parallelism: with ``group`` set, each of the W ranks owns E / W experts; each rank routes its own tokens
 with capacity computed from its own token count (the paper's per-core capacity) and exchanges the capacity buffers
-with ``all_to_all`` (forward and backward). Every rank must hold the same number of tokens.
+with ``all_to_all`` (forward and backward). Every rank must hold the same number of tokens. The auxiliary losses and
+metrics are computed from statistics summed over the group (a differentiable all-reduce), so every rank gets the
+values of the concatenated batch: the balancing loss is a product of two means, not a mean of per-token terms, and
+the mean of the ranks' own balancing losses would be a different objective. The expert weights are marked
+expert-sharded for the :class:`~paperzoo.train.Trainer` (kept out of DDP); a plain DDP wrap raises at the forward.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from einops import rearrange, reduce, repeat
 
-from paperzoo.train.distributed import all_to_all
+from paperzoo.train.distributed import all_reduce, all_to_all, check_not_replicated_by_ddp, mark_expert_parallel
 
 BALANCE_COEF = 1e-2  # the paper's alpha (sec. 2.2)
 Z_LOSS_COEF = 1e-3  # ST-MoE's router z-loss coefficient
@@ -159,6 +163,8 @@ class SwitchMoE(nn.Module):
         self.b1 = nn.Parameter(torch.zeros(n_local, 1, c.ffn_dim)) if c.bias else None
         self.b2 = nn.Parameter(torch.zeros(n_local, 1, c.dim)) if c.bias else None
         self.reset_parameters()
+        if self.group is not None:
+            mark_expert_parallel(self.expert_parameters(), dist.get_process_group_ranks(self.group))
 
     @classmethod
     def example_inputs(cls, config: SwitchMoEConfig, batch: int = 2) -> dict[str, torch.Tensor]:
@@ -168,11 +174,24 @@ class SwitchMoE(nn.Module):
     def num_local_experts(self) -> int:
         return self.w1.shape[0]
 
+    def expert_parameters(self) -> list[nn.Parameter]:
+        """The stacked expert weights (and biases), experts along dim 0: sharded over the ranks under expert
+        parallelism."""
+        return [p for p in (self.w1, self.w2, self.b1, self.b2) if p is not None]
+
     def reset_parameters(self) -> None:
+        """Truncated normal init. Under expert parallelism each rank draws all E experts and keeps its own E / W, so
+        the same seed gives the single-process layer's weights and leaves the RNG where it would (one full weight
+        tensor of transient memory)."""
         self.router.reset_parameters()
+        n = self.num_local_experts
         for w, fan_in in ((self.w1, self.config.dim), (self.w2, self.config.ffn_dim)):
             std = math.sqrt(self.config.init_scale / fan_in)
-            nn.init.trunc_normal_(w, std=std, a=-2 * std, b=2 * std)
+            full = w if self.world == 1 else w.new_empty(self.config.num_experts, *w.shape[1:])
+            nn.init.trunc_normal_(full, std=std, a=-2 * std, b=2 * std)
+            if full is not w:
+                with torch.no_grad():
+                    w.copy_(full[self.rank * n:(self.rank + 1) * n])
         for b in (self.b1, self.b2):
             if b is not None:
                 nn.init.zeros_(b)
@@ -187,6 +206,8 @@ class SwitchMoE(nn.Module):
         """``hidden_states`` (batch, seq, D) or (tokens, D) (HF's argument name), ``mask`` 1 = real token."""
         x = hidden_states
         _check_input(x, mask, self.config.dim)
+        if self.world > 1:  # a one-rank group holds every expert: DDP may replicate them
+            check_not_replicated_by_ddp(self.expert_parameters(), "SwitchMoE(group=...)")
         xt = x.reshape(-1, self.config.dim)  # (T, D)
         valid = None if mask is None else mask.reshape(-1).bool()  # (T,)
         groups = x.shape[0] if self.config.route_per_sequence and x.dim() == 3 else 1
@@ -307,6 +328,8 @@ class SwitchMoE(nn.Module):
         """Balancing loss (eqs. 4-6) and z-loss on the router's outputs; load, count and drop metrics."""
         E, k, T, device = self.config.num_experts, self.config.k, logits.shape[0], logits.device
         keep, expert = slots.keep.reshape(-1), slots.expert.reshape(-1)  # (A,)
+        if self.group is not None:
+            return self._aux_over_group(logits, probs, idx, valid, slots)
         with torch.no_grad():
             w = torch.ones(T, device=device) if valid is None else valid.float()
             n_valid = w.sum().clamp_min(1.0)
@@ -320,6 +343,35 @@ class SwitchMoE(nn.Module):
             "fraction_dropped": dropped,
             "expert_load": load,
             "expert_count": count,
+            "capacity": torch.tensor(slots.capacity),
+        }
+
+    def _aux_over_group(self, logits: torch.Tensor, probs: torch.Tensor, idx: torch.Tensor,
+                        valid: torch.Tensor | None, slots: Slots) -> dict[str, torch.Tensor]:
+        """:meth:`aux_losses` under expert parallelism: the per-expert sums behind f_i and P_i (eqs. 5-6), the
+        z-loss sum and the token counts are summed over the group first (one differentiable all-reduce of 3E + 3
+        numbers), so each rank gets the losses and metrics of the whole group's batch. Backward sums the ranks'
+        gradients of those sums, which is the gradient of the group-wide loss."""
+        E, k, T, device = self.config.num_experts, self.config.k, logits.shape[0], logits.device
+        keep, expert = slots.keep.reshape(-1), slots.expert.reshape(-1)  # (A,)
+        w = torch.ones(T, device=device) if valid is None else valid.float()  # (T,) 1 = real token
+        with torch.no_grad():
+            first = torch.zeros(E, device=device).index_add_(0, idx[:, 0], w)  # tokens whose top-1 is i
+            count = torch.zeros(E + 1, device=device).index_add_(
+                0, torch.where(keep, expert, E), torch.ones_like(expert, dtype=torch.float))[:E]
+            counts = torch.stack([w.sum(), keep.float().sum()])  # real tokens, kept assignments
+        p_sum = (probs * w[:, None]).sum(0)  # (E,) sum_x p_i(x)
+        z_sum = (torch.logsumexp(logits.float(), dim=-1).square() * w).sum()[None]  # (1,)
+        sums = all_reduce(torch.cat([p_sum, z_sum, first, count, counts]), self.group)
+        p_sum, z_sum, first, count, counts = sums.split([E, 1, E, E, 2])
+        n = counts[0].detach().clamp_min(1.0)  # real tokens of the group
+        f, p = first.detach() / n, p_sum / n  # eq. 5, eq. 6
+        return {
+            "balance_loss": E * (f * p).sum(),  # eq. 4 (without alpha)
+            "z_loss": z_sum[0] / n,
+            "fraction_dropped": (1.0 - counts[1] / (n * k)).detach(),
+            "expert_load": f,
+            "expert_count": count.detach(),
             "capacity": torch.tensor(slots.capacity),
         }
 
