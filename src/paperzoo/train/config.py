@@ -25,6 +25,8 @@ class TrainConfig:
     ``device`` is "auto" (cuda when available), "cpu", "cuda" or "cuda:N".
     ``precision`` "fp32", "bf16" (``loss_fn`` and ``eval_fn`` under bf16 autocast; weights and optimizer state
     stay fp32) or "auto" (bf16 where the device computes it fast, fp32 elsewhere: see :mod:`.precision`).
+    ``compile``: ``loss_fn`` gets ``torch.compile(model)`` (inductor; the first steps pay the compilation, and a
+    model with graph breaks compiles in pieces); checkpoints hold the plain module's state either way.
     """
 
     steps: int = 1000
@@ -46,6 +48,7 @@ class TrainConfig:
     drop_last: bool = True
     device: str = "auto"
     precision: str = "fp32"
+    compile: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))
@@ -82,6 +85,8 @@ class TrainConfig:
             dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())
         ):
             raise ValueError(f"TrainConfig.device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {dev!r}")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"TrainConfig.compile: expected a bool, got {self.compile!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"TrainConfig.precision: expected one of {PRECISIONS}, got {self.precision!r}")
 

@@ -241,6 +241,8 @@ class Trainer:
             self.model: nn.Module = DistributedDataParallel(self.raw_model, device_ids=ids)
         else:
             self.model = self.raw_model
+        if cfg.compile:  # what loss_fn calls; the optimizer, clipping and checkpoints keep using raw_model
+            self.model = torch.compile(self.model)
         self.step = 0
         self._signal: int | None = None
         self._stop = False
