@@ -94,3 +94,34 @@ class _AllToAll(torch.autograd.Function):
 def all_to_all(x: torch.Tensor, group=None) -> torch.Tensor:
     """Differentiable equal-split all-to-all along dim 0 (chunk j goes to rank j)."""
     return _AllToAll.apply(x, group)
+
+
+# ------------------------------------------------------------------------------------- gathering with gradients
+class _AllGather(torch.autograd.Function):
+    """``all_gather`` along dim 0 whose backward sums every rank's gradient of the gathered tensor and returns this
+    rank's slice (``dist.all_gather`` itself carries no gradient): the adjoint of the gather."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:  # type: ignore[override]
+        ctx.group, ctx.rank, ctx.n = group, dist.get_rank(group), x.shape[0]
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, x.contiguous(), group=group)
+        return torch.cat(parts)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        grad = grad.contiguous()
+        dist.all_reduce(grad, group=_group_or_world(ctx.group))
+        return grad[ctx.rank * ctx.n:(ctx.rank + 1) * ctx.n], None
+
+
+def _group_or_world(group):
+    return group if group is not None else dist.group.WORLD
+
+
+def all_gather_with_grad(x: torch.Tensor, group=None) -> torch.Tensor:
+    """Every rank's ``x`` (equal shapes) concatenated along dim 0, differentiable: gradients reach each rank's own
+    ``x`` from every rank's use of it. Without an initialised process group (one process) returns ``x``."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return x
+    return _AllGather.apply(x, group)
