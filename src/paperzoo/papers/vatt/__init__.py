@@ -29,7 +29,7 @@ register(Paper(
     title="VATT: Transformers for Multimodal Self-Supervised Learning from Raw Video, Audio and Text",
     arxiv="2104.11178",
     year=2021,
-    status="implemented",
+    status="verified",
     models=("VATT",),
     recipes={"vatt": "paperzoo.papers.vatt.recipe:run"},
     benches={"vatt": "paperzoo.bench.vatt:run"},

@@ -240,6 +240,23 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: VattPreset, 
     return res
 
 
+def direction_probe(run_dir: Path, variant: str = "keep-1.0", seed: int = 0, preset: str = "small") -> dict:
+    """A diagnostic from a finished job's checkpoint: linear-probe accuracy of the motion direction (8 classes) and
+    of the digit from the frozen video features, to see what the contrastive features encode."""
+    from paperzoo.train import checkpoint_file, load_checkpoint
+
+    p = PRESETS[preset]
+    train, test = load_data(p)
+    seed_everything(seed)
+    model = VATT(model_config(p, variant))  # random-init: the job's encoders at initialisation, as in train_job
+    if variant != "random-init":
+        model.load_state_dict(load_checkpoint(checkpoint_file(Job(variant, seed).folder(run_dir), "a vatt"))["model"])
+    ftr = features(model, train, p.eval_batch, p.train.precision, text=False)["video"]
+    fte = features(model, test, p.eval_batch, p.train.precision, text=False)["video"]
+    return {"direction": linear_probe(ftr, train.direction, fte, test.direction, 8)["test_acc"],
+            "digit": linear_probe(ftr, train.labels, fte, test.labels, 10)["test_acc"]}
+
+
 # ----------------------------------------------------------------------------------------------------- report
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
         progress: bool = True, workers: int = 1, precision: str | None = None) -> Path:
