@@ -43,3 +43,12 @@ def _runs_root_outside_the_checkout(_suite_runs_root, monkeypatch):
     """Runs, their index and the record of ``--out`` folders go to a temp folder unless a test picks its own: a test
     that runs a recipe into ``tmp_path`` must not touch ``./runs`` or ``./reports`` of the checkout."""
     monkeypatch.setenv("PAPERZOO_RUNS", str(_suite_runs_root))
+
+
+@pytest.fixture(autouse=True)
+def _no_saved_data_root(monkeypatch, tmp_path_factory):
+    """The data folder `paperzoo data use` saved in this environment (e.g. by `make`) never reaches a test: tests see
+    PAPERZOO_DATA (data_plugin.py) or the documented default, as on a machine where nothing was saved."""
+    from paperzoo.data import store
+
+    monkeypatch.setattr(store, "saved_root_file", lambda: tmp_path_factory.getbasetemp() / "no-saved-data-root")

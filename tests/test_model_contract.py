@@ -223,7 +223,9 @@ def test_forward_traces_as_one_graph(paper, name):
     compiled = torch.compile(model, fullgraph=True, backend="eager")
     with torch.no_grad():
         got, want = _tensors(compiled(**inputs)), _tensors(model(**inputs))
-    assert got and all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert got and len(got) == len(want)
+    for a, b in zip(got, want, strict=True):  # equal up to kernel choice (eager may skip an all-true mask)
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
 def test_the_graph_break_list_names_registered_models():

@@ -9,6 +9,7 @@ hashed once, the verdict remembered under :func:`user_cache_dir`. Sets that were
 copy are rebuilt by ``fetch`` from their public originals (:mod:`paperzoo.data.upstream`).
 """
 
+from paperzoo.data.avmnist import AVMNIST, AVMNISTParams, generate_avmnist
 from paperzoo.data.catalog import ARCHIVES, DATASETS, Archive, BuildInfo, DatasetInfo, FileInfo, get_info
 from paperzoo.data.cifar import load_cifar10
 from paperzoo.data.download import DownloadError, download_file, fetch
@@ -65,3 +66,4 @@ __all__ = [
     "read_fsdd_tar", "read_idx", "read_imdb_csv", "render_nonrigid", "require", "seeded_split", "sha256_file",
     "true_warp", "user_cache_dir", "verify",
 ]
+__all__ += ["AVMNIST", "AVMNISTParams", "generate_avmnist"]

@@ -166,3 +166,34 @@ def check_not_replicated_by_ddp(params, where: str) -> None:
             "experts together. Train it with paperzoo.train.Trainer (launched with torchrun), which keeps the "
             "experts out of DDP, scales their gradients by 1/world and checkpoints them per rank; see "
             "src/paperzoo/papers/switch/README.md, 'Expert parallelism'")
+
+
+# ------------------------------------------------------------------------------------- gathering with gradients
+class _AllGather(torch.autograd.Function):
+    """``all_gather`` along dim 0 whose backward sums every rank's gradient of the gathered tensor and returns this
+    rank's slice (``dist.all_gather`` itself carries no gradient): the adjoint of the gather."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:  # type: ignore[override]
+        ctx.group, ctx.rank, ctx.n = group, dist.get_rank(group), x.shape[0]
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, x.contiguous(), group=group)
+        return torch.cat(parts)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        grad = grad.contiguous()
+        dist.all_reduce(grad, group=_group_or_world(ctx.group))
+        return grad[ctx.rank * ctx.n:(ctx.rank + 1) * ctx.n], None
+
+
+def _group_or_world(group):
+    return group if group is not None else dist.group.WORLD
+
+
+def all_gather_with_grad(x: torch.Tensor, group=None) -> torch.Tensor:
+    """Every rank's ``x`` (equal shapes) concatenated along dim 0, differentiable: gradients reach each rank's own
+    ``x`` from every rank's use of it. Without an initialised process group (one process) returns ``x``."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return x
+    return _AllGather.apply(x, group)
