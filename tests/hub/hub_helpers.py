@@ -75,3 +75,12 @@ class LiveServer:
         self.thread.join(10)
 
 
+
+
+def all_routes(app) -> list:
+    """Every route of the app, looking inside included routers."""
+    out = []
+    for r in app.routes:
+        inner = getattr(r, "original_router", None)
+        out.extend(all_routes(inner) if inner is not None else [r])
+    return out

@@ -25,6 +25,7 @@ def get_db(request: Request) -> Iterator[Session]:
         yield s
         s.commit()
     except BaseException:
+        s.expunge_all()  # objects stay readable (the signed-in user on the error page) after the rollback
         s.rollback()
         raise
     finally:
