@@ -27,7 +27,7 @@ for mod in ("fastapi", "sqlalchemy", "alembic", "argon2", "httpx", "jinja2"):
 from data_plugin import require_data  # noqa: E402  (tests/ is on sys.path: tests/conftest.py)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from hub_helpers import free_port  # noqa: E402
+from hub_helpers import free_port, make_settings  # noqa: E402
 
 SKIP_TAG = "hub needs"
 HINTS = {"chromium": "apt-get install chromium", "postgresql": "apt-get install postgresql"}
@@ -165,15 +165,6 @@ def db_url(request, tmp_path, sqlite_template) -> str:
     pg = request.getfixturevalue("pg_server") if be == "postgresql" else None
     tpl = request.getfixturevalue("pg_template") if be == "postgresql" else None
     return fresh_db_url(be, tmp_path, sqlite_template, pg, tpl)
-
-
-def make_settings(home: Path, db_url: str, **over):
-    from paperzoo.hub.config import Settings
-
-    kw = dict(home=home, db_url=db_url, secret_key="t" * 48, ranking_cache_s=0.0, recommend_on_change=False,
-              login_max_failures=5)
-    kw.update(over)
-    return Settings(**kw)
 
 
 @pytest.fixture

@@ -7,12 +7,22 @@ import re
 import socket
 import threading
 import time
+from pathlib import Path
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def make_settings(home: Path, db_url: str, **over):
+    from paperzoo.hub.config import Settings
+
+    kw = dict(home=home, db_url=db_url, secret_key="t" * 48, ranking_cache_s=0.0, recommend_on_change=False,
+              login_max_failures=5)
+    kw.update(over)
+    return Settings(**kw)
 
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')

@@ -201,9 +201,11 @@ def feed(request: Request, page_no: int = PAGE, db: Session = Depends(get_db), u
 
 # ---- reading lists ----
 
-def _schedule_recommend(request: Request, background: BackgroundTasks, list_id: int) -> None:
+def _schedule_recommend(request: Request, db: Session, background: BackgroundTasks, list_id: int) -> None:
+    """Recompute the list's recommendations after the response (committing first: the task reads the list)."""
     settings = request.app.state.settings
     if settings.recommend_on_change:
+        db.commit()
         from .recommend import recommend_list
 
         background.add_task(recommend_list, request.app.state.sessions, settings, list_id)
@@ -265,7 +267,7 @@ def add_to_list(request: Request, background: BackgroundTasks, list_id: int,
         last = db.scalar(select(func.max(ListItem.position)).where(ListItem.list_id == lst.id))
         db.add(ListItem(list_id=lst.id, paper_id=p.id, position=(last or 0) + 1))
         lst.updated_at = datetime.now(UTC)
-        _schedule_recommend(request, background, lst.id)
+        _schedule_recommend(request, db, background, lst.id)
     return _see_other(f"/lists/{lst.id}")
 
 
@@ -275,7 +277,7 @@ def remove_from_list(request: Request, background: BackgroundTasks, list_id: int
     lst = own_list(db, list_id, user)
     db.execute(delete(ListItem).where(ListItem.id == item_id, ListItem.list_id == lst.id))
     lst.updated_at = datetime.now(UTC)
-    _schedule_recommend(request, background, lst.id)
+    _schedule_recommend(request, db, background, lst.id)
     return _see_other(f"/lists/{lst.id}")
 
 

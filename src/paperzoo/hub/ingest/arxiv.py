@@ -218,6 +218,8 @@ def upsert(factory: sessionmaker, records: list[ArxivRecord], report: IngestRepo
                 elif rec.version < p.version or _fields(rec) == _paper_fields(p):
                     report.unchanged += 1
                 else:
+                    if p.version == 0:  # a placeholder: its metadata now comes from this input
+                        p.sample = sample
                     _apply(s, p, rec, authors)
                     report.updated += 1
     return report
