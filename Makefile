@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -c constraints.txt torch==2.13.0
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[hf,deploy,nerf,dev]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[hf,deploy,nerf,hub,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -20,7 +20,16 @@ demo: $(STAMP)
 	$(VENV)/bin/paperzoo data fetch fashion-mnist
 	$(VENV)/bin/paperzoo reproduce fashion-cnn
 
+# The paper hub on SQLite: the registry's papers with their reports, plus the bundled SAMPLE of arXiv records and
+# mentions (not live data), served on http://127.0.0.1:8000 (src/paperzoo/hub/README.md).
+hub: $(STAMP)
+	$(VENV)/bin/paperzoo hub init
+	$(VENV)/bin/paperzoo hub ingest registry
+	$(VENV)/bin/paperzoo hub ingest sample
+	$(VENV)/bin/paperzoo hub recommend
+	$(VENV)/bin/paperzoo hub serve
+
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest
 
-.PHONY: setup demo test
+.PHONY: setup demo hub test
