@@ -153,6 +153,18 @@ def fresh_db_url(backend: str, tmp_path: Path, sqlite_template: Path, pg_server,
     return pg_server + name
 
 
+@pytest.fixture
+def new_database(request, sqlite_template):
+    """A function ``(backend, folder) -> URL`` of a fresh migrated database (for tests that need several)."""
+
+    def make(backend: str, folder: Path) -> str:
+        pg = request.getfixturevalue("pg_server") if backend == "postgresql" else None
+        tpl = request.getfixturevalue("pg_template") if backend == "postgresql" else None
+        return fresh_db_url(backend, folder, sqlite_template, pg, tpl)
+
+    return make
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
     return request.param

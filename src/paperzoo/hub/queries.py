@@ -45,22 +45,28 @@ class Ranked:
 
 
 class RankCache:
-    """Ranked id lists per (view, window, category), recomputed after ``ttl`` seconds."""
+    """Ranked id lists per (view, window, category), recomputed after ``ttl`` seconds; one request computes a
+    stale entry while the others asking for it wait for that result instead of computing it too."""
 
     def __init__(self, ttl: float) -> None:
-        self.ttl, self._d, self._lock = ttl, {}, threading.Lock()
+        self.ttl, self._d, self._lock, self._key_locks = ttl, {}, threading.Lock(), {}
 
     def get(self, key, compute) -> Ranked:
-        now = time.monotonic()
         with self._lock:
             hit = self._d.get(key)
-        if hit is not None and now - hit.computed < self.ttl:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        if hit is not None and time.monotonic() - hit.computed < self.ttl:
             return hit
-        value = compute()
-        value.computed = now
-        with self._lock:
-            self._d[key] = value
-        return value
+        with key_lock:
+            with self._lock:
+                hit = self._d.get(key)
+            if hit is not None and time.monotonic() - hit.computed < self.ttl:
+                return hit  # computed by the request we waited for
+            value = compute()
+            value.computed = time.monotonic()
+            with self._lock:
+                self._d[key] = value
+            return value
 
     def clear(self) -> None:
         with self._lock:
