@@ -239,11 +239,17 @@ def browser_type_launch_args(browser_type_launch_args):
 
 
 @pytest.fixture
-def chromium_page(request, browser_type_launch_args):
-    """A Playwright page in Chromium, or a skip (a failure under CI) naming what to install."""
+def chromium_browser(request, browser_type_launch_args):
+    """pytest-playwright's browser in Chromium, or a skip (a failure under CI) naming what to install."""
     if not browser_type_launch_args.get("executable_path"):
         missing("chromium", "no chromium on PATH")
     pytest.importorskip("playwright", reason="the browser tests need playwright: pip install -e '.[dev]'")
+    return request.getfixturevalue("browser")
+
+
+@pytest.fixture
+def chromium_page(request, chromium_browser):
+    """A Playwright page (pytest-playwright's ``page``: a fresh context per test) in Chromium."""
     return request.getfixturevalue("page")
 
 

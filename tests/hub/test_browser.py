@@ -53,7 +53,8 @@ def register(page, url, name, display=""):
     page.wait_for_url(f"{url}/")
 
 
-def test_main_flow(live_hub, chromium_page, browser, artifacts):
+def test_main_flow(live_hub, chromium_browser, chromium_page, artifacts):
+    browser = chromium_browser
     url = live_hub.url
     alerts = []
     page = chromium_page

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from . import queries
-from .deps import current_user, get_db
+from .deps import DB, current_user
 from .models import Follow, ListItem, Note, Paper, ReadingList, Recommendation, User
 from .search import search_papers
 from .web import paper_by_arxiv, visible_list
@@ -150,7 +150,7 @@ def note_out(n: Note) -> NoteOut:
 def ranked(request: Request, view: str = Query("hot", pattern="^(hot|new|top|rising)$"),
            window: str = Query("week", pattern="^(day|week|month|all)$"),
            cat: str = Query("", max_length=40, pattern=r"^[A-Za-z0-9.\-]*$"), page: int = Query(1, ge=1, le=100000),
-           db: Session = Depends(get_db)):
+           db: Session = DB):
     """One page of the Hot, New, Top (per window) or Rising view, optionally in one category."""
     settings = request.app.state.settings
     items, total = queries.ranked_page(db, settings, request.app.state.rank_cache, view, window, cat, page)
@@ -161,7 +161,7 @@ def ranked(request: Request, view: str = Query("hot", pattern="^(hot|new|top|ris
 
 
 @router.get("/papers/{arxiv_id:path}", response_model=PaperDetail, responses=NOT_FOUND)
-def paper(request: Request, arxiv_id: str = Path(..., max_length=100), db: Session = Depends(get_db),
+def paper(request: Request, arxiv_id: str = Path(..., max_length=100), db: Session = DB,
           user=Depends(current_user)):
     """A paper: metadata, paperzoo status and verdict, mentions per day (30 days), public notes (and yours)."""
     p = paper_by_arxiv(db, arxiv_id)
@@ -176,7 +176,7 @@ def paper(request: Request, arxiv_id: str = Path(..., max_length=100), db: Sessi
 
 @router.get("/search", response_model=SearchOut)
 def search(request: Request, q: str = Query(..., max_length=300), page: int = Query(1, ge=1, le=100000),
-           db: Session = Depends(get_db)):
+           db: Session = DB):
     """Full-text search (title, authors, abstract); any text is accepted, query syntax is not interpreted."""
     size = request.app.state.settings.page_size
     ids, total = search_papers(db, q, size, (page - 1) * size)
@@ -185,7 +185,7 @@ def search(request: Request, q: str = Query(..., max_length=300), page: int = Qu
 
 
 @router.get("/users/{username}", response_model=UserOut, responses=NOT_FOUND)
-def user_profile(username: str = Path(..., max_length=64), db: Session = Depends(get_db),
+def user_profile(username: str = Path(..., max_length=64), db: Session = DB,
                  viewer=Depends(current_user)):
     """A user's profile: public lists, public notes, follower counts."""
     u = db.scalar(select(User).where(User.username == username.lower()))
@@ -205,7 +205,7 @@ def user_profile(username: str = Path(..., max_length=64), db: Session = Depends
 
 
 @router.get("/lists/{list_id}", response_model=ListOut, responses=NOT_FOUND)
-def reading_list(list_id: int = Path(..., ge=1, le=2**62), db: Session = Depends(get_db),
+def reading_list(list_id: int = Path(..., ge=1, le=2**62), db: Session = DB,
                  user=Depends(current_user)):
     """A reading list in its order (public lists, or your own)."""
     lst = visible_list(db, list_id, user)
@@ -217,7 +217,7 @@ def reading_list(list_id: int = Path(..., ge=1, le=2**62), db: Session = Depends
 
 
 @router.get("/lists/{list_id}/recommendations", response_model=list[Recommended], responses=NOT_FOUND)
-def recommendations(list_id: int = Path(..., ge=1, le=2**62), db: Session = Depends(get_db),
+def recommendations(list_id: int = Path(..., ge=1, le=2**62), db: Session = DB,
                     user=Depends(current_user)):
     """The list's precomputed recommendations (tf-idf + linear SVM), best first."""
     lst = visible_list(db, list_id, user)
@@ -228,7 +228,7 @@ def recommendations(list_id: int = Path(..., ge=1, le=2**62), db: Session = Depe
 
 
 @router.get("/me/lists", response_model=list[ListSummary])
-def my_lists(db: Session = Depends(get_db), user=Depends(current_user)):
+def my_lists(db: Session = DB, user=Depends(current_user)):
     """Your reading lists, public and private (empty when signed out)."""
     if user is None:
         return []
@@ -239,7 +239,7 @@ def my_lists(db: Session = Depends(get_db), user=Depends(current_user)):
 
 
 @router.get("/feed", response_model=list[FeedEvent])
-def feed(page: int = Query(1, ge=1, le=100000), db: Session = Depends(get_db), user=Depends(current_user)):
+def feed(page: int = Query(1, ge=1, le=100000), db: Session = DB, user=Depends(current_user)):
     """What the people you follow added to public lists or noted publicly (empty when signed out)."""
     if user is None:
         return []

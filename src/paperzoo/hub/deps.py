@@ -1,6 +1,6 @@
 """What every page set of the hub uses: the database session, the signed-in user, template rendering, 404s.
 
-A new page set (e.g. ``/label``) is an ``APIRouter`` whose handlers take ``db: Session = Depends(get_db)`` and
+A new page set (e.g. ``/label``) is an ``APIRouter`` whose handlers take ``db: Session = DB`` and
 ``user: User = Depends(require_user)`` (or ``current_user`` for optional sign-in), render templates that extend
 ``base.html`` through :func:`page`, and put ``dependencies=[Depends(verify_csrf)]`` on every POST (forms include
 ``{{ csrf_field() }}``). Pass it to ``create_app(settings, routers=[router], template_dirs=[folder])``.
@@ -19,7 +19,9 @@ from .models import User
 
 
 def get_db(request: Request) -> Iterator[Session]:
-    """One session per request, committed when the handler returns normally, rolled back when it raises."""
+    """One session per request, committed when the handler returns normally, rolled back when it raises. Always
+    used as ``Depends(get_db, scope="function")``: the commit then happens before the response is sent, so a client
+    never sees a write acknowledged (or a new session cookie) before it is in the database."""
     s = request.app.state.sessions()
     try:
         yield s
@@ -32,7 +34,11 @@ def get_db(request: Request) -> Iterator[Session]:
         s.close()
 
 
-def current_user(request: Request, db: Session = Depends(get_db)) -> User | None:
+# the session dependency every handler takes: ``db: Session = DB``
+DB = Depends(get_db, scope="function")
+
+
+def current_user(request: Request, db: Session = DB) -> User | None:
     user = auth.user_for_token(db, request.cookies.get(auth.SESSION_COOKIE))
     request.state.user = user
     return user

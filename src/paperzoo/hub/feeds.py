@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from . import queries
-from .deps import current_user, get_db, not_found
+from .deps import DB, current_user, not_found
 from .models import ListItem, Paper
 from .web import visible_list
 
@@ -55,7 +55,7 @@ def _xml(body: bytes) -> Response:
 
 @router.get("/feeds/{view}.xml")
 def view_feed(request: Request, view: str, window: str = Query("week", pattern="^(day|week|month|all)$"),
-              cat: str = Query("", max_length=40, pattern=r"^[A-Za-z0-9.\-]*$"), db: Session = Depends(get_db)):
+              cat: str = Query("", max_length=40, pattern=r"^[A-Za-z0-9.\-]*$"), db: Session = DB):
     if view not in queries.VIEWS:
         raise not_found("feed")
     settings = request.app.state.settings
@@ -65,7 +65,7 @@ def view_feed(request: Request, view: str, window: str = Query("week", pattern="
 
 
 @router.get("/lists/{list_id}/feed.xml")
-def list_feed(request: Request, list_id: int, db: Session = Depends(get_db), user=Depends(current_user)):
+def list_feed(request: Request, list_id: int, db: Session = DB, user=Depends(current_user)):
     lst = visible_list(db, list_id, user)
     items = db.scalars(select(ListItem).where(ListItem.list_id == lst.id).options(selectinload(ListItem.paper))
                        .order_by(ListItem.added_at.desc()).limit(100)).all()

@@ -12,7 +12,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.orm import Session, selectinload
 
 from . import auth, queries, ranking
-from .deps import current_user, get_db, not_found, page, require_user
+from .deps import DB, current_user, not_found, page, require_user
 from .models import Follow, ListItem, Note, Paper, PaperzooLink, ReadingList, Recommendation, User
 from .search import search_papers
 
@@ -73,25 +73,25 @@ def _view(request: Request, db: Session, view: str, window: str, cat: str, page_
 
 @router.get("/", response_class=HTMLResponse)
 @router.get("/hot", response_class=HTMLResponse)
-def hot_page(request: Request, cat: str = CATEGORY, page_no: int = PAGE, db: Session = Depends(get_db),
+def hot_page(request: Request, cat: str = CATEGORY, page_no: int = PAGE, db: Session = DB,
              user=Depends(current_user)):
     return _view(request, db, "hot", "week", cat, page_no)
 
 
 @router.get("/new", response_class=HTMLResponse)
-def new_page(request: Request, cat: str = CATEGORY, page_no: int = PAGE, db: Session = Depends(get_db),
+def new_page(request: Request, cat: str = CATEGORY, page_no: int = PAGE, db: Session = DB,
              user=Depends(current_user)):
     return _view(request, db, "new", "week", cat, page_no)
 
 
 @router.get("/top", response_class=HTMLResponse)
 def top_page(request: Request, window: str = Query("week", pattern="^(day|week|month|all)$"), cat: str = CATEGORY,
-             page_no: int = PAGE, db: Session = Depends(get_db), user=Depends(current_user)):
+             page_no: int = PAGE, db: Session = DB, user=Depends(current_user)):
     return _view(request, db, "top", window, cat, page_no)
 
 
 @router.get("/rising", response_class=HTMLResponse)
-def rising_page(request: Request, cat: str = CATEGORY, page_no: int = PAGE, db: Session = Depends(get_db),
+def rising_page(request: Request, cat: str = CATEGORY, page_no: int = PAGE, db: Session = DB,
                 user=Depends(current_user)):
     return _view(request, db, "rising", "week", cat, page_no)
 
@@ -104,14 +104,14 @@ def about(request: Request, user=Depends(current_user)):
 # ---- paper ----
 
 @router.get("/papers/{arxiv_id:path}/note", response_class=HTMLResponse)
-def note_editor(request: Request, arxiv_id: str, db: Session = Depends(get_db), user=Depends(require_user)):
+def note_editor(request: Request, arxiv_id: str, db: Session = DB, user=Depends(require_user)):
     p = paper_by_arxiv(db, arxiv_id)
     n = db.scalar(select(Note).where(Note.owner_id == user.id, Note.paper_id == p.id))
     return page(request, "note_edit.html", p=p, n=n)
 
 
 @router.get("/papers/{arxiv_id:path}", response_class=HTMLResponse)
-def paper_page(request: Request, arxiv_id: str, db: Session = Depends(get_db), user=Depends(current_user)):
+def paper_page(request: Request, arxiv_id: str, db: Session = DB, user=Depends(current_user)):
     p = paper_by_arxiv(db, arxiv_id)
     settings = request.app.state.settings
     spark = queries.sparkline(db, p.id, settings)
@@ -127,7 +127,7 @@ def paper_page(request: Request, arxiv_id: str, db: Session = Depends(get_db), u
 
 @router.get("/search", response_class=HTMLResponse)
 def search_page(request: Request, q: str = Query("", max_length=300), page_no: int = PAGE,
-                db: Session = Depends(get_db), user=Depends(current_user)):
+                db: Session = DB, user=Depends(current_user)):
     settings = request.app.state.settings
     ids, total = search_papers(db, q, settings.page_size, (page_no - 1) * settings.page_size) if q.strip() else ([],
                                                                                                                0)
@@ -146,7 +146,7 @@ def _user(db: Session, username: str) -> User:
 
 
 @router.get("/u/{username}", response_class=HTMLResponse)
-def profile(request: Request, username: str, db: Session = Depends(get_db), user=Depends(current_user)):
+def profile(request: Request, username: str, db: Session = DB, user=Depends(current_user)):
     u = _user(db, username)
     lists = queries.public_lists_of(db, u.id, user.id if user else None)
     notes = list(db.scalars(select(Note).where(Note.owner_id == u.id, Note.public.is_(True))
@@ -159,7 +159,7 @@ def profile(request: Request, username: str, db: Session = Depends(get_db), user
 
 
 @router.get("/u/{username}/{which}", response_class=HTMLResponse)
-def follow_list(request: Request, username: str, which: str, page_no: int = PAGE, db: Session = Depends(get_db),
+def follow_list(request: Request, username: str, which: str, page_no: int = PAGE, db: Session = DB,
                 user=Depends(current_user)):
     if which not in ("followers", "following"):
         raise not_found()
@@ -176,7 +176,7 @@ def follow_list(request: Request, username: str, which: str, page_no: int = PAGE
 
 
 @router.post("/u/{username}/follow", dependencies=CSRF)
-def follow(username: str, db: Session = Depends(get_db), user=Depends(require_user)):
+def follow(username: str, db: Session = DB, user=Depends(require_user)):
     u = _user(db, username)
     if u.id != user.id and db.get(Follow, (user.id, u.id)) is None:
         db.add(Follow(follower_id=user.id, followee_id=u.id))
@@ -184,14 +184,14 @@ def follow(username: str, db: Session = Depends(get_db), user=Depends(require_us
 
 
 @router.post("/u/{username}/unfollow", dependencies=CSRF)
-def unfollow(username: str, db: Session = Depends(get_db), user=Depends(require_user)):
+def unfollow(username: str, db: Session = DB, user=Depends(require_user)):
     u = _user(db, username)
     db.execute(delete(Follow).where(Follow.follower_id == user.id, Follow.followee_id == u.id))
     return _see_other(f"/u/{u.username}")
 
 
 @router.get("/feed", response_class=HTMLResponse)
-def feed(request: Request, page_no: int = PAGE, db: Session = Depends(get_db), user=Depends(require_user)):
+def feed(request: Request, page_no: int = PAGE, db: Session = DB, user=Depends(require_user)):
     size = request.app.state.settings.page_size
     followees = list(db.scalars(select(Follow.followee_id).where(Follow.follower_id == user.id)).all())
     events = queries.feed_events(db, followees, size + 1, (page_no - 1) * size)
@@ -212,7 +212,7 @@ def _schedule_recommend(request: Request, db: Session, background: BackgroundTas
 
 
 @router.get("/lists", response_class=HTMLResponse)
-def my_lists(request: Request, db: Session = Depends(get_db), user=Depends(require_user)):
+def my_lists(request: Request, db: Session = DB, user=Depends(require_user)):
     lists = list(db.scalars(select(ReadingList).where(ReadingList.owner_id == user.id)
                             .order_by(ReadingList.updated_at.desc())).all())
     return page(request, "lists.html", lists=lists)
@@ -220,7 +220,7 @@ def my_lists(request: Request, db: Session = Depends(get_db), user=Depends(requi
 
 @router.post("/lists", dependencies=CSRF)
 def create_list(name: str = Form(..., min_length=1, max_length=120), description: str = Form("", max_length=2000),
-                public: bool = Form(False), db: Session = Depends(get_db), user=Depends(require_user)):
+                public: bool = Form(False), db: Session = DB, user=Depends(require_user)):
     lst = ReadingList(owner_id=user.id, name=name.strip() or "untitled", description=description, public=public)
     db.add(lst)
     db.flush()
@@ -228,7 +228,7 @@ def create_list(name: str = Form(..., min_length=1, max_length=120), description
 
 
 @router.get("/lists/{list_id}", response_class=HTMLResponse)
-def list_page(request: Request, list_id: int, page_no: int = PAGE, db: Session = Depends(get_db),
+def list_page(request: Request, list_id: int, page_no: int = PAGE, db: Session = DB,
               user=Depends(current_user)):
     lst = visible_list(db, list_id, user)
     size = request.app.state.settings.page_size
@@ -244,7 +244,7 @@ def list_page(request: Request, list_id: int, page_no: int = PAGE, db: Session =
 @router.post("/lists/{list_id}/edit", dependencies=CSRF)
 def edit_list(list_id: int, name: str = Form(..., min_length=1, max_length=120),
               description: str = Form("", max_length=2000), public: bool = Form(False),
-              db: Session = Depends(get_db), user=Depends(require_user)):
+              db: Session = DB, user=Depends(require_user)):
     lst = own_list(db, list_id, user)
     lst.name, lst.description, lst.public, lst.updated_at = name.strip() or lst.name, description, public, \
         datetime.now(UTC)
@@ -252,14 +252,14 @@ def edit_list(list_id: int, name: str = Form(..., min_length=1, max_length=120),
 
 
 @router.post("/lists/{list_id}/delete", dependencies=CSRF)
-def delete_list(list_id: int, db: Session = Depends(get_db), user=Depends(require_user)):
+def delete_list(list_id: int, db: Session = DB, user=Depends(require_user)):
     db.delete(own_list(db, list_id, user))
     return _see_other("/lists")
 
 
 @router.post("/lists/{list_id}/add", dependencies=CSRF)
 def add_to_list(request: Request, background: BackgroundTasks, list_id: int,
-                arxiv_id: str = Form(..., max_length=100), db: Session = Depends(get_db),
+                arxiv_id: str = Form(..., max_length=100), db: Session = DB,
                 user=Depends(require_user)):
     lst = own_list(db, list_id, user)
     p = paper_by_arxiv(db, arxiv_id)
@@ -273,7 +273,7 @@ def add_to_list(request: Request, background: BackgroundTasks, list_id: int,
 
 @router.post("/lists/{list_id}/remove", dependencies=CSRF)
 def remove_from_list(request: Request, background: BackgroundTasks, list_id: int, item_id: int = Form(...),
-                     db: Session = Depends(get_db), user=Depends(require_user)):
+                     db: Session = DB, user=Depends(require_user)):
     lst = own_list(db, list_id, user)
     db.execute(delete(ListItem).where(ListItem.id == item_id, ListItem.list_id == lst.id))
     lst.updated_at = datetime.now(UTC)
@@ -283,7 +283,7 @@ def remove_from_list(request: Request, background: BackgroundTasks, list_id: int
 
 @router.post("/lists/{list_id}/move", dependencies=CSRF)
 def move_in_list(list_id: int, item_id: int = Form(...), direction: str = Form(..., pattern="^(up|down)$"),
-                 db: Session = Depends(get_db), user=Depends(require_user)):
+                 db: Session = DB, user=Depends(require_user)):
     """Swap an item with its neighbour above or below (positions stay unique)."""
     lst = own_list(db, list_id, user)
     item = db.scalar(select(ListItem).where(ListItem.id == item_id, ListItem.list_id == lst.id))
@@ -313,7 +313,7 @@ def bibtex_entry(p: Paper) -> str:
 
 
 @router.get("/lists/{list_id}/bibtex")
-def list_bibtex(list_id: int, db: Session = Depends(get_db), user=Depends(current_user)):
+def list_bibtex(list_id: int, db: Session = DB, user=Depends(current_user)):
     lst = visible_list(db, list_id, user)
     items = db.scalars(select(ListItem).where(ListItem.list_id == lst.id).options(selectinload(ListItem.paper))
                        .order_by(ListItem.position)).all()
@@ -323,7 +323,7 @@ def list_bibtex(list_id: int, db: Session = Depends(get_db), user=Depends(curren
 
 @router.post("/papers/{arxiv_id:path}/add", dependencies=CSRF)
 def add_paper_to_list(request: Request, background: BackgroundTasks, arxiv_id: str, list_id: int = Form(...),
-                      db: Session = Depends(get_db), user=Depends(require_user)):
+                      db: Session = DB, user=Depends(require_user)):
     p = paper_by_arxiv(db, arxiv_id)
     add_to_list(request, background, list_id, p.arxiv_id, db, user)
     return _see_other(f"/papers/{p.arxiv_id}")
@@ -332,7 +332,7 @@ def add_paper_to_list(request: Request, background: BackgroundTasks, arxiv_id: s
 # ---- notes ----
 
 @router.get("/notes/{note_id}", response_class=HTMLResponse)
-def note_page(request: Request, note_id: int, db: Session = Depends(get_db), user=Depends(current_user)):
+def note_page(request: Request, note_id: int, db: Session = DB, user=Depends(current_user)):
     n = db.get(Note, note_id)
     if n is None or not (n.public or (user is not None and n.owner_id == user.id)):
         raise not_found("note")
@@ -341,7 +341,7 @@ def note_page(request: Request, note_id: int, db: Session = Depends(get_db), use
 
 @router.post("/papers/{arxiv_id:path}/note", dependencies=CSRF)
 def save_note(arxiv_id: str, body: str = Form("", max_length=50000), public: bool = Form(False),
-              db: Session = Depends(get_db), user=Depends(require_user)):
+              db: Session = DB, user=Depends(require_user)):
     p = paper_by_arxiv(db, arxiv_id)
     n = db.scalar(select(Note).where(Note.owner_id == user.id, Note.paper_id == p.id))
     if n is None:
@@ -352,7 +352,7 @@ def save_note(arxiv_id: str, body: str = Form("", max_length=50000), public: boo
 
 
 @router.post("/notes/{note_id}/delete", dependencies=CSRF)
-def delete_note(note_id: int, db: Session = Depends(get_db), user=Depends(require_user)):
+def delete_note(note_id: int, db: Session = DB, user=Depends(require_user)):
     n = db.get(Note, note_id)
     if n is None or n.owner_id != user.id:
         raise not_found("note")
@@ -362,7 +362,7 @@ def delete_note(note_id: int, db: Session = Depends(get_db), user=Depends(requir
 
 
 @router.get("/notes", response_class=HTMLResponse)
-def my_notes(request: Request, page_no: int = PAGE, db: Session = Depends(get_db), user=Depends(require_user)):
+def my_notes(request: Request, page_no: int = PAGE, db: Session = DB, user=Depends(require_user)):
     size = request.app.state.settings.page_size
     notes = db.scalars(select(Note).where(Note.owner_id == user.id).options(selectinload(Note.paper))
                        .order_by(Note.updated_at.desc()).limit(size + 1).offset((page_no - 1) * size)).all()
@@ -378,7 +378,7 @@ def register_form(request: Request, user=Depends(current_user)):
 
 @router.post("/register", dependencies=CSRF)
 def register(request: Request, username: str = Form(..., max_length=64), password: str = Form(..., max_length=256),
-             display_name: str = Form("", max_length=80), db: Session = Depends(get_db)):
+             display_name: str = Form("", max_length=80), db: Session = DB):
     try:
         u = auth.create_user(db, username, password, display_name)
     except ValueError as e:
@@ -396,7 +396,7 @@ def login_form(request: Request, next: str = Query("/", max_length=500), user=De
 
 @router.post("/login", dependencies=CSRF)
 def login(request: Request, username: str = Form(..., max_length=64), password: str = Form(..., max_length=256),
-          next: str = Form("/", max_length=500), db: Session = Depends(get_db)):
+          next: str = Form("/", max_length=500), db: Session = DB):
     settings = request.app.state.settings
     address = request.client.host if request.client else "unknown"
     try:
@@ -416,7 +416,7 @@ def login(request: Request, username: str = Form(..., max_length=64), password: 
 
 
 @router.post("/logout", dependencies=CSRF)
-def logout(request: Request, db: Session = Depends(get_db)):
+def logout(request: Request, db: Session = DB):
     auth.end_session(db, request.cookies.get(auth.SESSION_COOKIE))
     r = _see_other("/")
     r.delete_cookie(auth.SESSION_COOKIE, path="/")
@@ -431,7 +431,7 @@ def settings_form(request: Request, user=Depends(require_user)):
 @router.post("/settings", dependencies=CSRF)
 def save_settings(request: Request, display_name: str = Form("", max_length=80), bio: str = Form("", max_length=5000),
                   current_password: str = Form("", max_length=256), new_password: str = Form("", max_length=256),
-                  db: Session = Depends(get_db), user=Depends(require_user)):
+                  db: Session = DB, user=Depends(require_user)):
     user.display_name, user.bio = display_name, bio
     if new_password:
         if not auth.verify_password(user.password_hash, current_password):
@@ -453,7 +453,7 @@ def _link(db: Session, name: str) -> PaperzooLink:
 
 
 @router.get("/reports/{name}", response_class=HTMLResponse)
-def report_page(request: Request, name: str, db: Session = Depends(get_db), user=Depends(current_user)):
+def report_page(request: Request, name: str, db: Session = DB, user=Depends(current_user)):
     link = _link(db, name)
     if not link.report_path:
         raise not_found("report")
@@ -466,7 +466,7 @@ def report_page(request: Request, name: str, db: Session = Depends(get_db), user
 
 
 @router.get("/reports/{name}/files/{filename}")
-def report_file(request: Request, name: str, filename: str, db: Session = Depends(get_db)):
+def report_file(request: Request, name: str, filename: str, db: Session = DB):
     link = _link(db, name)
     folder = (request.app.state.settings.repo_root / link.report_path).parent if link.report_path else None
     path = (folder / filename).resolve() if folder else None
@@ -476,7 +476,7 @@ def report_file(request: Request, name: str, filename: str, db: Session = Depend
 
 
 @router.get("/code/{name}", response_class=HTMLResponse)
-def code_page(request: Request, name: str, db: Session = Depends(get_db), user=Depends(current_user)):
+def code_page(request: Request, name: str, db: Session = DB, user=Depends(current_user)):
     link = _link(db, name)
     if not link.code_path:
         raise not_found("code")
