@@ -129,6 +129,8 @@ def test_main_flow(live_hub, chromium_browser, chromium_page, artifacts):
     page.wait_for_url(f"{url}/papers/2003.08934")
     assert page.locator(".note .md strong").inner_text() == "Volume rendering"
     assert XSS in page.locator(".note .md").inner_text()  # shown as text, not run
+    assert page.locator(".note .md .math .katex").count() == 1  # the math typeset by KaTeX
+    page.locator(".note").screenshot(path=str(artifacts / "note.png"))
 
     # follow bob, his public activity in the feed
     page.goto(f"{url}/u/bob")

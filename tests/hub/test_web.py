@@ -279,3 +279,18 @@ def test_front_page_lists_every_registered_paper_and_the_verdict(client, factory
     assert "files/psnr.png" in report or "files/" in report
     assert client.get("/reports/nerf/files/psnr.png").headers["content-type"] == "image/png"
     assert client.get("/reports/nerf/files/..%2F..%2Fpyproject.toml").status_code == 404
+
+
+def test_every_request_session_commits_before_the_response(app):
+    """get_db is always function-scoped: its commit runs before the response goes out, so a client never sees a
+    write acknowledged (or a session cookie) that is not yet in the database."""
+    from paperzoo.hub.deps import get_db
+
+    def walk(dep):
+        yield dep
+        for d in dep.dependencies:
+            yield from walk(d)
+
+    uses = [d for r in all_routes(app) if hasattr(r, "dependant") for d in walk(r.dependant) if d.call is get_db]
+    assert len(uses) > 30
+    assert {d.scope for d in uses} == {"function"}

@@ -1,5 +1,6 @@
 """Safe rendering of user Markdown (notes, bios) and of committed reports: raw HTML is escaped, never passed through;
-``$...$`` / ``$$...$$`` math is kept as escaped text in ``<span class="math">`` for the page to typeset."""
+``$...$`` / ``$$...$$`` math is kept as escaped text in ``.math`` elements, which static/math.js typesets with
+the vendored KaTeX (``trust: false``: no links or HTML from math)."""
 
 from __future__ import annotations
 
