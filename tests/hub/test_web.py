@@ -259,6 +259,13 @@ def test_pages_render_and_paginate(app, client, factory):
     titles = lambda html: re.findall(r'class="title" href="/papers/([^"]+)"', html)
     assert not set(titles(first)) & set(titles(second))
     assert client.get("/top?window=year").status_code == 422
+    register(client, "lister")
+    for k in range(5):
+        make_list(client, f"list-{k}", public=True)
+    mine = client.get("/lists").text
+    assert 'rel="next"' in mine and mine.count('href="/lists/') == 4
+    assert client.get("/lists?page_no=2").text.count('href="/lists/') == 1
+    assert 'rel="next"' in client.get("/u/lister").text
 
 
 def test_front_page_lists_every_registered_paper_and_the_verdict(client, factory):

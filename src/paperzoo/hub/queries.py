@@ -260,7 +260,10 @@ def implemented_papers(s: Session) -> list[tuple[PaperzooLink, Paper]]:
                           .order_by(PaperzooLink.name)).all())
 
 
-def public_lists_of(s: Session, owner_id: int, viewer_id: int | None) -> list[ReadingList]:
+def public_lists_of(s: Session, owner_id: int, viewer_id: int | None, limit: int = 50,
+                    offset: int = 0) -> list[ReadingList]:
+    """The owner's public lists (and the private ones too when the owner is looking)."""
     cond = ReadingList.public.is_(True) if viewer_id != owner_id else and_(literal(True))
     return list(s.scalars(select(ReadingList).where(ReadingList.owner_id == owner_id, cond)
-                          .order_by(ReadingList.updated_at.desc())).all())
+                          .order_by(ReadingList.updated_at.desc(), ReadingList.id.desc())
+                          .limit(limit).offset(offset)).all())

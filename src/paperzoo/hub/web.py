@@ -146,16 +146,18 @@ def _user(db: Session, username: str) -> User:
 
 
 @router.get("/u/{username}", response_class=HTMLResponse)
-def profile(request: Request, username: str, db: Session = DB, user=Depends(current_user)):
+def profile(request: Request, username: str, page_no: int = PAGE, db: Session = DB, user=Depends(current_user)):
     u = _user(db, username)
-    lists = queries.public_lists_of(db, u.id, user.id if user else None)
+    size = request.app.state.settings.page_size
+    lists = queries.public_lists_of(db, u.id, user.id if user else None, limit=size, offset=(page_no - 1) * size)
     notes = list(db.scalars(select(Note).where(Note.owner_id == u.id, Note.public.is_(True))
-                            .options(selectinload(Note.paper)).order_by(Note.updated_at.desc()).limit(50)).all())
+                            .options(selectinload(Note.paper)).order_by(Note.updated_at.desc(), Note.id.desc())
+                            .limit(size).offset((page_no - 1) * size)).all())
     followers = db.scalar(select(func.count()).select_from(Follow).where(Follow.followee_id == u.id))
     following = db.scalar(select(func.count()).select_from(Follow).where(Follow.follower_id == u.id))
     i_follow = user is not None and db.get(Follow, (user.id, u.id)) is not None
     return page(request, "profile.html", u=u, lists=lists, notes=notes, followers=followers, following=following,
-                i_follow=i_follow)
+                i_follow=i_follow, page_no=page_no, has_next=len(lists) == size or len(notes) == size)
 
 
 @router.get("/u/{username}/{which}", response_class=HTMLResponse)
@@ -212,10 +214,12 @@ def _schedule_recommend(request: Request, db: Session, background: BackgroundTas
 
 
 @router.get("/lists", response_class=HTMLResponse)
-def my_lists(request: Request, db: Session = DB, user=Depends(require_user)):
+def my_lists(request: Request, page_no: int = PAGE, db: Session = DB, user=Depends(require_user)):
+    size = request.app.state.settings.page_size
     lists = list(db.scalars(select(ReadingList).where(ReadingList.owner_id == user.id)
-                            .order_by(ReadingList.updated_at.desc())).all())
-    return page(request, "lists.html", lists=lists)
+                            .order_by(ReadingList.updated_at.desc(), ReadingList.id.desc())
+                            .limit(size + 1).offset((page_no - 1) * size)).all())
+    return page(request, "lists.html", lists=lists[:size], page_no=page_no, has_next=len(lists) > size)
 
 
 @router.post("/lists", dependencies=CSRF)
