@@ -126,15 +126,23 @@ def recommend(home: Path = HOME) -> None:
 
 @app.command()
 def serve(host: str = typer.Option("127.0.0.1", "--host"), port: int = typer.Option(8000, "--port", min=1, max=65535),
+          https_proxy: bool = typer.Option(False, "--behind-https-proxy",
+                                           help="Served through an https reverse proxy on this host: trust its "
+                                                "X-Forwarded-* headers and always set Secure cookies."),
           home: Path = HOME) -> None:
     """Serve the hub with uvicorn."""
+    from dataclasses import replace
+
     import uvicorn
 
     from .app import create_app
 
     settings, _ = _open(home)
+    if https_proxy:
+        settings = replace(settings, secure_cookies=True)
     typer.echo(f"paperzoo hub on http://{host}:{port} (database {settings.db_url.split('@')[-1]})")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", proxy_headers=False)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", proxy_headers=https_proxy,
+                forwarded_allow_ips="127.0.0.1")
 
 
 @user_app.command("create")
