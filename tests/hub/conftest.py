@@ -55,6 +55,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                     f"PAPERZOO_REQUIRE_DATA=1 they fail instead", yellow=True)
 
 
+@pytest.fixture(autouse=True)
+def _fast_argon2(monkeypatch):
+    """argon2id with small costs in tests (the app's defaults take ~0.3 s a hash here); still argon2id, still
+    verified, so every password test means the same."""
+    from argon2 import PasswordHasher
+
+    from paperzoo.hub import auth
+
+    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1))
+
+
 # ---- PostgreSQL ----
 
 def _pg_bin(name: str) -> str | None:

@@ -11,7 +11,7 @@ from paperzoo.hub.ingest.arxiv import ArxivRecord, upsert
 ATOM = "{http://www.w3.org/2005/Atom}"
 
 
-def test_view_and_list_feeds_are_valid_atom(client, factory):
+def test_view_and_list_feeds_are_valid_atom(client, factory, backend):
     ids = seed_papers(factory, 3)
     upsert(factory, [ArxivRecord("2401.00099", 1, "A <b>bold</b> & \"quoted\" title", ["X"], "abs", ["cs.LG"],
                                  datetime(2025, 1, 1, tzinfo=UTC), None)])

@@ -19,7 +19,7 @@ def make_list(client, name="mine", public=False) -> int:
     return int(r.headers["location"].rsplit("/", 1)[1])
 
 
-def test_register_login_logout_and_cookie_flags(client, factory):
+def test_register_login_logout_and_cookie_flags(client, factory, backend):
     r = register(client, "alice", "correct horse 1", "Alice A.")
     cookie = r.headers["set-cookie"]
     assert "pz_session=" in cookie and "HttpOnly" in cookie and "SameSite=lax" in cookie and "Secure" not in cookie
@@ -63,7 +63,7 @@ def test_no_default_secret_key(tmp_path, monkeypatch):
     assert key_a.read_text() == first and load_settings(tmp_path / "a").secret_key == first
 
 
-def test_every_post_route_needs_the_csrf_token(app, client, factory):
+def test_every_post_route_needs_the_csrf_token(app, client, factory, backend):
     seed_papers(factory, 1)
     register(client, "alice")
     lid = make_list(client)
@@ -86,7 +86,7 @@ def test_every_post_route_needs_the_csrf_token(app, client, factory):
         assert len(s.scalars(select(ReadingList)).all()) == 1  # nothing was created by the rejected posts
 
 
-def test_login_rate_limit_per_user_and_per_address(client, factory):
+def test_login_rate_limit_per_user_and_per_address(client, factory, backend):
     register(client, "alice", "correct horse 1")
     post(client, "/logout")
     for _ in range(5):
@@ -144,7 +144,7 @@ def test_private_lists_and_notes_are_invisible_to_others(client, new_client, fac
 PAYLOADS = ['<script>alert("x")</script>', '<img src=x onerror=alert(1)>', '"><svg onload=alert(1)>']
 
 
-def test_xss_payloads_are_escaped_everywhere(client, factory, new_client):
+def test_xss_payloads_are_escaped_everywhere(client, factory, new_client, backend):
     from datetime import UTC, datetime
 
     from paperzoo.hub.ingest.arxiv import ArxivRecord, upsert
@@ -218,7 +218,7 @@ def test_reading_list_flow_reorder_public_bibtex(client, factory, backend):
     assert bib.count("@misc{") == 2 and f"eprint = {{{a}}}" in bib and "author = {Author 0 and Shared Author}" in bib
 
 
-def test_follow_and_feed(client, new_client, factory):
+def test_follow_and_feed(client, new_client, factory, backend):
     (a,) = seed_papers(factory, 1)
     register(client, "alice")
     pub = make_list(client, "public one", public=True)
@@ -238,7 +238,7 @@ def test_follow_and_feed(client, new_client, factory):
     assert bob.get("/api/feed").json() == []
 
 
-def test_pages_render_and_paginate(app, client, factory):
+def test_pages_render_and_paginate(app, client, factory, backend):
     from dataclasses import replace
 
     from paperzoo.hub.config import REPO_ROOT
@@ -268,7 +268,7 @@ def test_pages_render_and_paginate(app, client, factory):
     assert 'rel="next"' in client.get("/u/lister").text
 
 
-def test_front_page_lists_every_registered_paper_and_the_verdict(client, factory):
+def test_front_page_lists_every_registered_paper_and_the_verdict(client, factory, backend):
     import json
 
     from paperzoo import registry
@@ -301,3 +301,13 @@ def test_every_request_session_commits_before_the_response(app):
     uses = [d for r in all_routes(app) if hasattr(r, "dependant") for d in walk(r.dependant) if d.call is get_db]
     assert len(uses) > 30
     assert {d.scope for d in uses} == {"function"}
+
+
+def test_the_app_hashes_with_argon2id_default_costs():
+    """Outside the tests' cheap hasher (conftest), the app uses argon2-cffi's defaults (RFC 9106 low-memory)."""
+    import importlib
+
+    from paperzoo.hub import auth
+
+    fresh = importlib.reload(auth)
+    assert (fresh._hasher.time_cost, fresh._hasher.memory_cost) == (3, 65536)
