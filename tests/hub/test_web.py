@@ -311,3 +311,39 @@ def test_the_app_hashes_with_argon2id_default_costs():
 
     fresh = importlib.reload(auth)
     assert (fresh._hasher.time_cost, fresh._hasher.memory_cost) == (3, 65536)
+
+
+def test_a_page_set_plugs_in(settings, tmp_path):
+    """What a new page set (e.g. /label) does: its router and templates through create_app, the shared auth, CSRF
+    and base template."""
+    from fastapi import APIRouter, Depends, Form, Request
+    from fastapi.testclient import TestClient
+
+    from paperzoo.hub.app import create_app
+    from paperzoo.hub.auth import verify_csrf
+    from paperzoo.hub.deps import DB, page, require_user
+
+    (tmp_path / "tpl").mkdir()
+    (tmp_path / "tpl" / "label.html").write_text('{% extends "base.html" %}{% block content %}<h1>Label {{ n }}</h1>'
+                                                 '<form method="post">{{ csrf_field() }}</form>{% endblock %}')
+    router = APIRouter(include_in_schema=False)
+    got = []
+
+    @router.get("/label")
+    def label(request: Request, db=DB, user=Depends(require_user)):
+        return page(request, "label.html", n=user.username)
+
+    @router.post("/label", dependencies=[Depends(verify_csrf)])
+    def save(vote: str = Form(...), db=DB, user=Depends(require_user)):
+        got.append((user.username, vote))
+        return {"ok": True}
+
+    app = create_app(settings, routers=[router], template_dirs=[tmp_path / "tpl"])
+    with TestClient(app) as c:
+        assert c.get("/label", follow_redirects=False).headers["location"].startswith("/login")
+        register(c, "labeller")
+        body = c.get("/label").text
+        assert "<h1>Label labeller</h1>" in body and "paperzoo hub" in body  # inside the hub's base template
+        assert c.post("/label", data={"vote": "1"}).status_code == 403
+        assert post(c, "/label", {"vote": "1"}).status_code == 200 and got == [("labeller", "1")]
+    app.state.engine.dispose()
