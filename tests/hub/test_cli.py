@@ -76,3 +76,12 @@ def test_serve_shows_every_registered_paper(tmp_path, monkeypatch):
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_a_missing_extra_is_one_clear_line(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "alembic" else real(name, *a))
+    code, out = run(tmp_path, "init")
+    assert code == 2 and "missing alembic" in out and "paperzoo[hub]" in out

@@ -18,6 +18,17 @@ app.add_typer(user_app, name="user")
 HOME = typer.Option(None, "--home", help="Hub folder (default $PAPERZOO_HUB_HOME or ~/.local/share/paperzoo/hub).")
 
 
+@app.callback()
+def _check_extra() -> None:
+    """Every hub command needs the [hub] extra: say so in one line instead of a traceback."""
+    from importlib.util import find_spec
+
+    missing = [m for m in ("fastapi", "uvicorn", "sqlalchemy", "alembic", "jinja2", "argon2", "markdown_it")
+               if find_spec(m) is None]
+    if missing:
+        _fail(f"the hub needs its extra (missing {', '.join(missing)}): pip install 'paperzoo[hub]'")
+
+
 def _fail(message: str) -> None:
     typer.secho(f"error: {message}", fg="red", err=True)
     raise typer.Exit(code=2)
