@@ -29,7 +29,7 @@ def test_load_sqlite_and_postgresql(tmp_path, new_database):
         assert r.acknowledged_writes > 0.2 * requests  # the mix has 25% writes; nearly all must be acknowledged
         assert r.lost_writes == 0
         assert sum(r.errors.values()) == 0, r.errors
-    if papers == 100_000 and requests == 3000:  # only the full-size run is the committed figure
+    if papers >= 100_000:  # a run at the size is the committed figure (requests as measured)
         loadtest.write(results, OUT, "pytest -m slow tests/hub/test_load.py")
 
 

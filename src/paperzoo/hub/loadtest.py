@@ -49,6 +49,7 @@ class Result:
     acknowledged_writes: int = 0
     lost_writes: int = 0
     seed_seconds: float = 0.0
+    load_average: float = 0.0  # the host's 1-minute load average when the requests started
 
     def summary(self) -> dict:
         every = np.concatenate([np.asarray(v) for v in self.latencies.values()])
@@ -59,7 +60,7 @@ class Result:
                 "throughput_rps": self.requests / self.seconds, "p50_ms": 1000 * float(np.percentile(every, 50)),
                 "p95_ms": 1000 * float(np.percentile(every, 95)), "per_kind": per, "errors": self.errors,
                 "acknowledged_writes": self.acknowledged_writes, "lost_writes": self.lost_writes,
-                "seed_seconds": self.seed_seconds}
+                "seed_seconds": self.seed_seconds, "load_average": self.load_average}
 
 
 def seed(factory, n_papers: int, n_users: int, seed_: int = 0, mentions: int = 50000) -> tuple[list[str], list]:
@@ -166,7 +167,7 @@ def run(db_url: str, backend: str, papers: int = 100_000, requests: int = 3000, 
     server.start()
     base = f"http://127.0.0.1:{port}"
     _wait_for(base)
-    result = Result(backend, papers, requests, concurrency, 0.0, seed_seconds=seed_s)
+    result = Result(backend, papers, requests, concurrency, 0.0, seed_seconds=seed_s, load_average=os.getloadavg()[0])
     acked: list = []
     t = time.perf_counter()
     asyncio.run(_drive_per_worker(base, per_worker, cookies, result, acked))
@@ -264,7 +265,9 @@ def markdown(results: list[Result], command: str) -> str:
             f"{r['per_kind'][k]['p50_ms']:.0f} / {r['per_kind'][k]['p95_ms']:.0f}" if k in r["per_kind"] else "-"
             for k, _ in MIX) + " |")
     lines += ["", "Seeding (bulk insert of papers, 50,000 mentions, users): "
-              + ", ".join(f"{r['backend']} {r['seed_seconds']:.0f} s" for r in rows) + ".", "",
+              + ", ".join(f"{r['backend']} {r['seed_seconds']:.0f} s" for r in rows) + ". Host load average (1 min) "
+              "when the requests started: " + ", ".join(f"{r['backend']} {r.get('load_average', 0):.1f}" for r in rows)
+              + " (other jobs shared the 2 cores; the figures are of a busy machine).", "",
               "Hot and Top recompute their ranking over all papers at most every 20 s (Settings.ranking_cache_s), "
               "so a few requests in each window pay for the full ranking; the p95 of `hot` shows them.", ""]
     return "\n".join(lines)
