@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from paperzoo import __version__, registry
+from paperzoo.hub.cli import app as hub_app
 
 # plain click help: typer's rich panels print every flag with a type (`--resume <bool>`, even `--help <bool>`)
 app = typer.Typer(help="paperzoo: papers you can run.", no_args_is_help=True, add_completion=False,
@@ -25,6 +26,10 @@ data_app = typer.Typer(help="Data sets: list, verify checksums, fetch from the p
                        no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(data_app, name="data")
 console = Console()
+
+
+# `paperzoo hub ...`: its module imports only typer; each command imports the [hub] extra when it runs
+app.add_typer(hub_app, name="hub")
 
 
 def _fail(message: str) -> None:
