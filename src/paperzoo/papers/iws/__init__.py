@@ -22,7 +22,7 @@ register(Paper(
     name="iws",
     title="Interactive Weak Supervision: Learning Useful Heuristics for Data Labeling",
     arxiv="2012.06046",
-    year=2021,
+    year=2020,
     status="implemented",
     models=("IWSSession", "ExpertModel"),
     recipes={"iws": "paperzoo.papers.iws.recipe:run"},

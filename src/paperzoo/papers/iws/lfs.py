@@ -308,6 +308,9 @@ def lf_accuracy(lfs: CandidateLFs, labels: Sequence[int]) -> np.ndarray:
 def simulated_oracle(lfs: CandidateLFs, labels: Sequence[int], threshold: float = 0.7) -> np.ndarray:
     """(LFs,) bool: the paper's simulated expert calls an LF useful when its accuracy on the training documents it
     covers exceeds ``threshold`` (0.7, hard-coded in the official code)."""
+    if len(np.unique(np.asarray(labels))) < 2:
+        raise ValueError("a single-class data set: the simulated oracle (and any AUC) needs documents of at least "
+                         "two classes")
     acc = lf_accuracy(lfs, labels)
     return np.nan_to_num(acc, nan=0.0) > threshold
 

@@ -190,6 +190,7 @@ class IWSSession:
         s = cls(texts, lfs, fps, config, [lfs.find(p, c) for p, c in seed_lfs], dataset, path, held)
         s._save_lfs()
         s.next_query()
+        s._save()
         return s
 
     # ----------------------------------------------------------------------------------------------- the loop
