@@ -78,14 +78,13 @@ def sequential_predict(members: list[torch.nn.Module], x: torch.Tensor) -> torch
 
 # ------------------------------------------------------------------------------------------------ the bench
 def _setup(quick: bool) -> tuple[Any, np.ndarray, np.ndarray]:
-    from paperzoo.papers.iws.recipe import DATASETS, PRESETS, _prepared
+    from paperzoo.papers.iws.recipe import PRESETS, _prepared
 
     d = _prepared(PRESETS["small"], "youtube" if quick else "imdb")
     rng = np.random.default_rng(0)
     others = np.setdiff1d(np.flatnonzero(d.lfs.coverage() > 0), d.seed_lfs)
     answered = np.concatenate([d.seed_lfs, rng.choice(others, min(100, len(others) // 2), replace=False)])
     label = np.where(np.isin(answered, d.seed_lfs), 1.0, d.useful[answered].astype(float)).astype(np.float32)
-    del DATASETS
     return d, answered, label
 
 
@@ -100,8 +99,6 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     fam = np.zeros(len(answered), dtype=np.int64)
     cfg = EnsembleConfig()
     ours = ExpertModel(fps.shape[1], 1, cfg, seed=0)
-    ours.fit(x.numpy(), label, w.numpy(), fam, seed=0)  # warm: the shapes for the check below
-    ours.generator.manual_seed(1)
     init = ExpertModel(fps.shape[1], 1, cfg, seed=1)
     counts = init.bootstrap_counts(torch.as_tensor(fam))
 

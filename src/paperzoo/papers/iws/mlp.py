@@ -3,7 +3,7 @@
 Every member has its own weights, stacked on a leading member axis: layer l holds ``W_l (members, in, out)`` and
 ``b_l (members, out)``. A forward pass is one GEMM for the first layer (all members read the same inputs) and one
 ``bmm`` per further layer; a training step is one hand-written backward pass (a few ``bmm``, no autograd graph)
-and one masked Adam update of a single (members, parameters) tensor for all members.
+and one fused Adam update of a single (members, parameters) tensor for all members.
 
 Training follows the official ``torchmodels.py`` member by member: full-batch Adam (L2 weight decay inside the
 gradient, as ``torch.optim.Adam``), up to ``epochs`` epochs, and its early stopping: a counter of epochs whose loss
@@ -103,11 +103,12 @@ class BatchedMLP:
             h = torch.baddbmm(b[:, None, :], a, w)  # (members, n, out_l)
         return acts, h
 
-    def _backward(self, x: torch.Tensor, flat: torch.Tensor, acts: list[torch.Tensor], dz: torch.Tensor
-                  ) -> torch.Tensor:
-        """d loss / d flat (members, P) by hand (no autograd graph: a handful of bmm), from dz = d loss / d logits."""
+    def _backward(self, x: torch.Tensor, flat: torch.Tensor, acts: list[torch.Tensor], dz: torch.Tensor,
+                  out: torch.Tensor | None = None) -> torch.Tensor:
+        """d loss / d flat (members, P) by hand (no autograd graph: a handful of bmm), from dz = d loss / d logits;
+        written into ``out`` when given."""
         weights, _ = self._views(flat)
-        g = torch.empty_like(flat)
+        g = torch.empty_like(flat) if out is None else out
         gw, gb = self._views(g)
         d = dz  # (members, n, out_l)
         for i in range(len(weights) - 1, 0, -1):
@@ -175,14 +176,19 @@ class BatchedMLP:
         c = self.config
         _check_fit(self, x, target, weight)
         p = self.flat.clone()  # (members, P)
+        g = torch.zeros_like(p)
+        p.grad = g
+        # torch's Adam, fused into one kernel over the single (members, P) tensor: g + lambda theta (L2 weight
+        # decay), m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2, theta -= lr m_hat / (sqrt(v_hat) + eps)
+        opt = torch.optim.Adam([p], lr=c.lr, weight_decay=c.weight_decay, fused=True)
         norm = weight.sum(1) if norm is None else norm
-        m1, m2 = torch.zeros_like(p), torch.zeros_like(p)
-        beta1, beta2, eps = 0.9, 0.999, 1e-8
         active = weight.sum(1) > 0
+        stopped = ~active
+        kept = p.clone()  # the weights of stopped members, restored after every step
         steps = torch.zeros(self.members, dtype=torch.int64)
         count = torch.zeros(self.members, dtype=torch.int64)
         ref: torch.Tensor | None = None
-        for t in range(1, c.epochs + 1):
+        for _ in range(c.epochs):
             acts, z = self._forward(x, p)
             loss, dz = self._loss_and_dz(z, target, weight, norm)  # (members,)
             if ref is None:
@@ -190,19 +196,21 @@ class BatchedMLP:
             else:
                 improved = (ref - loss) >= c.tol
                 count = torch.where(improved, torch.zeros_like(count), count + 1)
-                active &= ~(count > c.patience - 1)  # official: `if tolcount > 9: break` before the step
+                newly = active & (count > c.patience - 1)  # official: `if tolcount > 9: break` before the step
+                if bool(newly.any()):
+                    kept[newly] = p[newly]
+                    active &= ~newly
+                    stopped |= newly
                 if c.early_stop_against == "previous":
                     ref = loss.clone()
             if not bool(active.any()):
                 break
-            g = self._backward(x, p, acts, dz)
-            g.add_(p, alpha=c.weight_decay)  # g_t = grad + lambda theta  (Adam's L2 weight decay)
-            m1.mul_(beta1).add_(g, alpha=1 - beta1)  # m_t = b1 m + (1 - b1) g
-            m2.mul_(beta2).addcmul_(g, g, value=1 - beta2)  # v_t = b2 v + (1 - b2) g^2
-            denom = (m2 / (1 - beta2 ** t)).sqrt_().add_(eps)
-            step = m1 / denom  # m_hat / (sqrt(v_hat) + eps), with m_hat's 1 / (1 - b1^t) in the step size
-            p.sub_(step * (active[:, None] * (c.lr / (1 - beta1 ** t))))  # stopped members keep their weights
+            self._backward(x, p, acts, dz, out=g)
+            opt.step()
+            if bool(stopped.any()):  # stopped members keep their weights
+                p[stopped] = kept[stopped]
             steps += active.to(torch.int64)
+        p.grad = None
         self.flat = p
         return steps
 
