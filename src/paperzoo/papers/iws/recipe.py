@@ -268,7 +268,7 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: IWSPreset) -
     if progress:
         print(f"  {job}: done in {time.perf_counter() - t0:.1f} s", flush=True)
     return {**r, "prepare_seconds": d.seconds, "n_lfs": d.lfs.n_lfs, "n_useful": int(d.useful.sum()),
-            "n_train": len(d.train)}
+            "n_train": len(d.train), "n_classes": len(d.classes)}
 
 
 # ----------------------------------------------------------------------------------------------------- report
@@ -317,7 +317,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                                  f"{first['n_useful']} useful to the oracle (accuracy > {p.oracle_threshold}); "
                                  f"budget {spec.budget} answers incl. {STARTUP} random start-up queries; "
                                  f"LSE-ac adds the top {spec.n_predict} predicted LFs"
-                                 + (" per class" if len(_prepared(p, ds).classes) > 2 else ""))
+                                 + (" per class" if first["n_classes"] > 2 else ""))
         if "lse" in p.methods:
             spq = [r["seconds_per_query"] for r in res.of(f"{ds}/lse")]
             details[f"{ds} seconds per query (LSE, fit + acquisition)"] = round(float(np.mean(spq)), 3)
