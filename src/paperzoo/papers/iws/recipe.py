@@ -60,7 +60,7 @@ class DataSpec:
     checkpoints: tuple[int, ...]
     n_predict: int = 200  # LSE-ac: predicted LFs added per family (the notebook: 200)
     lse_rules: tuple[str, ...] = ("lse-a", "lse-ac")  # the final sets evaluated for LSE runs
-    seeds: int | None = None  # fewer seeds than the preset's (the CPU budget)
+    n_seeds: int | None = None  # fewer seeds than the preset's (the CPU budget)
     methods: tuple[str, ...] | None = None  # a subset of the preset's methods (the CPU budget)
 
 
@@ -69,13 +69,13 @@ DATASETS: dict[str, DataSpec] = {
     "imdb": DataSpec((("adorable", "positive"), ("witty", "positive"), ("hated", "negative"),
                       ("stereotypical", "negative")), 105, (0, 5, 25, 45, 85, 105),
                      lse_rules=("lse-ac",),  # LSE-a holds thousands of LFs here: see the README
-                     seeds=3, methods=("lse", "random", "al", "ceiling", "supervised")),
+                     n_seeds=3, methods=("lse", "random", "al", "ceiling", "supervised")),
     "youtube": DataSpec((("subscribe", "spam"), ("check", "spam"), ("song", "ham"), ("love", "ham")), 60,
                         (0, 5, 10, 20, 30, 45, 60), n_predict=50),
     "sms": DataSpec((("free", "spam"), ("txt", "spam"), ("ok", "ham"), ("home", "ham")), 80,
-                    (0, 5, 10, 20, 40, 60, 80), n_predict=50, seeds=3),
+                    (0, 5, 10, 20, 40, 60, 80), n_predict=50, n_seeds=3),
     "agnews": DataSpec((("iraq", "World"), ("game", "Sports"), ("stocks", "Business"), ("software", "Sci/Tech")),
-                       65, (0, 5, 15, 25, 45, 65), n_predict=50, seeds=3,
+                       65, (0, 5, 15, 25, 45, 65), n_predict=50, n_seeds=3,
                        methods=("lse", "random", "al", "ceiling", "supervised")),
 }
 
@@ -300,7 +300,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
 
     name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out, precision=precision)
     jobs = [Job(f"{ds}/{m}", s, {"dataset": ds, "method": m}) for s in range(p.seeds)
-            for ds, spec in p.datasets.items() if s < (spec.seeds or p.seeds)
+            for ds, spec in p.datasets.items() if s < (spec.n_seeds or p.seeds)
             for m in _methods(p, spec)]  # seed-major: an interrupted run has whole seeds
     res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(p,))
 
