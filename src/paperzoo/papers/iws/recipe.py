@@ -69,7 +69,7 @@ DATASETS: dict[str, DataSpec] = {
     "imdb": DataSpec((("adorable", "positive"), ("witty", "positive"), ("hated", "negative"),
                       ("stereotypical", "negative")), 105, (0, 5, 25, 45, 85, 105),
                      lse_rules=("lse-ac",),  # LSE-a holds thousands of LFs here: see the README
-                     n_seeds=3, methods=("lse", "random", "al", "ceiling", "supervised")),
+                     n_seeds=3, methods=("lse", "ceiling", "al", "random", "supervised")),
     "youtube": DataSpec((("subscribe", "spam"), ("check", "spam"), ("song", "ham"), ("love", "ham")), 60,
                         (0, 5, 10, 20, 30, 45, 60), n_predict=50),
     "sms": DataSpec((("free", "spam"), ("txt", "spam"), ("ok", "ham"), ("home", "ham")), 80,
@@ -299,9 +299,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     from .plots import plot_curves
 
     name, p, run_dir = start(PAPER, PRESETS, preset, seeds, out, precision=precision)
-    jobs = [Job(f"{ds}/{m}", s, {"dataset": ds, "method": m}) for s in range(p.seeds)
-            for ds, spec in p.datasets.items() if s < (spec.n_seeds or p.seeds)
-            for m in _methods(p, spec)]  # seed-major: an interrupted run has whole seeds
+    # data-set-major, seed-major within: an interrupted run has the first data sets' whole seeds (IMDB first)
+    jobs = [Job(f"{ds}/{m}", s, {"dataset": ds, "method": m}) for ds, spec in p.datasets.items()
+            for s in range(spec.n_seeds or p.seeds) for m in _methods(p, spec)]
     res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress, args=(p,))
 
     measurements: dict[str, Any] = {}
