@@ -22,6 +22,7 @@ non-inferior to the ceiling within 0.01 AUC, beats active learning on documents 
 from __future__ import annotations
 
 import functools
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -207,10 +208,19 @@ def _rules(spec: DataSpec, method: str) -> tuple[str, ...]:
     return spec.lse_rules if method == "lse" else CURVES[method]
 
 
-@functools.lru_cache(maxsize=4)
-def _ceiling_labels(d: Prepared) -> tuple[list, list[dict[str, float]]]:
-    """Snorkel on every LF the oracle accepts (thousands on IMDB: fitted once per process, seed 0)."""
-    return _label_sets(d, [np.flatnonzero(d.useful)], 0)
+def _ceiling_labels(d: Prepared, cache: Path) -> tuple[list, list[dict[str, float]]]:
+    """Snorkel on every LF the oracle accepts (thousands on IMDB): fitted once (seed 0) and kept in ``cache``,
+    shared by the seeds and the worker processes."""
+    import json
+
+    if cache.is_file():
+        z = np.load(cache)
+        return [(z["probs"], z["covered"])], [json.loads(str(z["info"]))]
+    sets, info = _label_sets(d, [np.flatnonzero(d.useful)], 0)
+    tmp = cache.with_name(f".{cache.name}.{os.getpid()}.npz")
+    np.savez(tmp, probs=sets[0][0], covered=sets[0][1], info=json.dumps(info[0]))
+    os.replace(tmp, cache)
+    return sets, info
 
 
 def al_job(d: Prepared, p: IWSPreset, seed: int) -> dict[str, Any]:
@@ -256,10 +266,10 @@ def al_job(d: Prepared, p: IWSPreset, seed: int) -> dict[str, Any]:
     return {"queries": qs, "curves": {"al": curve}, "loop_seconds": loop_s}
 
 
-def fixed_job(d: Prepared, p: IWSPreset, method: str, seed: int) -> dict[str, Any]:
+def fixed_job(d: Prepared, p: IWSPreset, method: str, seed: int, out: Path) -> dict[str, Any]:
     """``ceiling``: Snorkel on every LF the oracle accepts; ``supervised``: the true training labels."""
     if method == "ceiling":
-        label_sets, info = _ceiling_labels(d)
+        label_sets, info = _ceiling_labels(d, Path(out).parent / "label_model.npz")
     else:
         label_sets, info = [(np.eye(len(d.classes))[d.y_train], np.ones(len(d.y_train), dtype=bool))], [{}]
     r = _evaluate(d, p, label_sets, seed)[0]
@@ -275,7 +285,7 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: IWSPreset) -
     elif method == "al":
         r = al_job(d, p, job.seed)
     elif method in ("ceiling", "supervised"):
-        r = fixed_job(d, p, method, job.seed)
+        r = fixed_job(d, p, method, job.seed, out)
     else:
         raise ValueError(f"unknown IWS method {method!r}; valid: {METHODS}")
     if progress:
