@@ -23,7 +23,7 @@ register(Paper(
     title="Interactive Weak Supervision: Learning Useful Heuristics for Data Labeling",
     arxiv="2012.06046",
     year=2020,
-    status="implemented",
+    status="verified",
     models=("IWSSession", "ExpertModel"),
     recipes={"iws": "paperzoo.papers.iws.recipe:run"},
     benches={"iws": "paperzoo.bench.iws:run"},

@@ -354,7 +354,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                 q = t + STARTUP + 1
                 if q in qs:
                     ci = mean_ci(curve_values(res, ds, "lse", "lse-ac", q))
-                    where = "within" if ci.lo <= v <= ci.hi else ("above ours" if v > ci.hi else "below ours")
+                    where = "within" if ci.lo <= v <= ci.hi else ("above" if v > ci.hi else "below")
                     rows[f"iteration {t} (answers {q})"] = f"official {v}, ours {ci}: official {where} our CI"
             details["IMDB LSE-ac vs the official notebook"] = rows
 
