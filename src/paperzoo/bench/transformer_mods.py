@@ -24,10 +24,10 @@ VARIANTS = ("gelu", "swiglu", "geglu", "reglu", "glu", "rmsnorm", "rezero", "rez
 BATCH, VOCAB = 32, 4096
 
 
-def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 6, warmup: int = 2,
-        threads: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
-    """Rows: each variant's training step vs the baseline's. ``threads`` (default ``$PAPERZOO_BENCH_THREADS``, else
-    torch's default) sets the intra-op threads."""
+def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 6, warmup: int = 2, threads: int | None = None,
+        size: str = "small", batch: int = BATCH) -> tuple[list[BenchResult], dict[str, Any]]:
+    """Rows: each variant's training step vs the baseline's, at the ``size`` preset's model (tests: ``tiny``).
+    ``threads`` (default ``$PAPERZOO_BENCH_THREADS``, else torch's default) sets the intra-op threads."""
     from paperzoo.papers.transformer_mods.grid import build_configs, load_grid
     from paperzoo.papers.transformer_mods.model import ModsConfig, ModsLM
     from paperzoo.papers.transformer_mods.recipe import loss_fn
@@ -40,12 +40,12 @@ def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 6, warmup: int = 2,
     try:
         grid = load_grid()
         names = grid.select(variants)
-        base = ModsConfig.preset("small", vocab_size=VOCAB)
+        base = ModsConfig.preset(size, vocab_size=VOCAB)
         cfgs = build_configs(grid, base, names)
         prec = resolve_precision("auto", "cpu")
         dtype = torch.bfloat16 if prec.used == "bf16" else torch.float32
         peak = machine_peak_gflops(dtype)
-        x = torch.randint(5, VOCAB, (BATCH, base.max_len), generator=torch.Generator().manual_seed(0))
+        x = torch.randint(5, VOCAB, (batch, base.max_len), generator=torch.Generator().manual_seed(0))
         models = {}
         for n in names:
             torch.manual_seed(0)
@@ -61,11 +61,11 @@ def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 6, warmup: int = 2,
 
         flops = {n: count_flops(step(m)) for n, m in models.items()}
         rows = []
-        tokens = BATCH * base.max_len
+        tokens = batch * base.max_len
         for n in names[1:]:
             stats = time_interleaved({n: step(models[n]), grid.baseline: step(models[grid.baseline])},
                                      warmup=warmup, repeats=repeats)
-            row = BenchResult.from_stats(f"{n} vs {grid.baseline}", f"train step, {BATCH}x{base.max_len} tokens, "
+            row = BenchResult.from_stats(f"{n} vs {grid.baseline}", f"train step, {batch}x{base.max_len} tokens, "
                                          f"d {base.dim}, {prec.used}", stats, flops=flops[n], peak_gflops=peak)
             row.extra.update(params=models[n].num_parameters(), flops_per_token=flops[n] / tokens,
                              baseline_flops_per_token=flops[grid.baseline] / tokens, steps_per_s=1e3 / row.ours_ms,
