@@ -75,6 +75,9 @@ class Preset(recipes.Preset):
 SMALL_VARIANTS = ("vanilla", "gelu", "swiglu", "geglu", "reglu", "glu", "rmsnorm", "rezero", "fixup", "block_sharing",
                   "switch")
 
+# every variant of the grid a causal LM can be (Funnel pools neighbouring positions: mlm only)
+FULL_VARIANTS = tuple(n for n in load_grid().variants if n != "funnel")
+
 PRESETS: dict[str, Preset] = {
     # tests: seconds; a smoke test of the whole pipeline (its verdict carries no evidence)
     "tiny": Preset(
@@ -102,9 +105,11 @@ PRESETS: dict[str, Preset] = {
                           min_lr_ratio=0.1, weight_decay=0.01, eval_every=0, ckpt_every=1000, log_every=100,
                           device="auto", precision="auto"),
         finetune=FinetuneConfig(lr=3e-4, epochs=3.0, batch_size=32, max_len=128, device="auto", precision="auto"),
-        vocab_size=16000, docs=None, wiki_tokens=262144, held_windows=512,
+        variants=FULL_VARIANTS, vocab_size=16000, docs=None, wiki_tokens=262144, held_windows=512,
         tasks=("SST-2", "CoLA", "MR", "SUBJ", "MPQA", "CR"), seeds=3),
 }
+# the same with the bidirectional masked-LM objective: every variant, Funnel included
+PRESETS["full-mlm"] = dataclasses.replace(PRESETS["full"], objective="mlm", variants=None)
 
 
 # ----------------------------------------------------------------------------------------------------- data
