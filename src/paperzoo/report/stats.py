@@ -197,14 +197,15 @@ def verdict_from(comparison: Comparison) -> str:
 
 def welch_p(a: Iterable[float], b: Iterable[float]) -> float:
     """Two-sided p-value of Welch's t test for ``mean(a) == mean(b)`` (``scipy.stats.ttest_ind(equal_var=False)``);
-    nan with fewer than two values on a side; 0 or 1 when both samples are constant (different or equal means)."""
+    nan with fewer than two values on a side or when both samples are constant (no variance: the test is undefined,
+    e.g. two classifiers that always predict the majority class)."""
     xa, xb = _check_values(a, "a"), _check_values(b, "b")
     if len(xa) < 2 or len(xb) < 2:
         return math.nan
     (ma, va), (mb, vb) = _mean_var(xa), _mean_var(xb)
     sa, sb = va / len(xa), vb / len(xb)
     if sa + sb == 0.0:
-        return 0.0 if ma != mb else 1.0
+        return math.nan
     t = (ma - mb) / math.sqrt(sa + sb)
     df = (sa + sb) ** 2 / (sa * sa / (len(xa) - 1) + sb * sb / (len(xb) - 1))
     return 2.0 * (1.0 - t_cdf(abs(t), df))
