@@ -86,16 +86,17 @@ PRESETS: dict[str, Preset] = {
         finetune=FinetuneConfig(lr=1e-3, max_steps=6, batch_size=16, max_len=32, max_train=64, max_test=64),
         variants=("vanilla", "swiglu", "rmsnorm"), vocab_size=300, docs=200, eval_docs=20, held_windows=8,
         wiki_tokens=512, tasks=("SST-2",), seeds=2),
-    # the committed laptop grid, sized to ~20 min of the shared 2-core machine with --workers 2: 10 variants x 3
-    # seeds, ~0.35 s per pretraining step on one thread in bf16 (measured: 0.6 s fwd+bwd under a load of 6), so
-    # 160 steps (328k tokens) + 2 x 60 fine-tuning steps + evaluation ~ 75 s a cell; see the README
+    # the committed laptop grid, sized to ~15 min of the shared 2-core machine with --workers 2 (what the lock queue
+    # left before the deadline): 10 variants x 3 seeds, ~0.35 s per pretraining step on one thread in bf16
+    # (measured: 0.6 s fwd+bwd under a load of 6), so 120 steps (246k tokens) + 2 x 40 fine-tuning steps +
+    # evaluation ~ 55 s a cell; see the README
     "small": Preset(
         model=ModsConfig.preset("small"),
-        train=TrainConfig(steps=160, batch_size=32, lr=2e-3, warmup_steps=16, schedule="cosine", min_lr_ratio=0.1,
-                          weight_decay=0.01, eval_every=0, ckpt_every=80, log_every=20, device="cpu",
+        train=TrainConfig(steps=120, batch_size=32, lr=2e-3, warmup_steps=12, schedule="cosine", min_lr_ratio=0.1,
+                          weight_decay=0.01, eval_every=0, ckpt_every=60, log_every=20, device="cpu",
                           precision="auto"),
-        finetune=FinetuneConfig(lr=1e-3, epochs=1.0, max_steps=60, batch_size=32, max_len=64, max_train=1920,
-                                max_test=800, precision="auto"),
+        finetune=FinetuneConfig(lr=1e-3, epochs=1.0, max_steps=40, batch_size=32, max_len=64, max_train=1280,
+                                max_test=600, precision="auto"),
         variants=SMALL_VARIANTS, vocab_size=4096, docs=6000, tasks=("SST-2", "SUBJ"), seeds=3),
     # a bigger machine or a GPU: every variant of the grid, d 512, 8 layers, bf16 where the hardware has it
     "full": Preset(
