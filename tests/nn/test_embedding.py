@@ -40,3 +40,22 @@ def test_check_token_ids_is_skipped_on_meta_and_empty_tensors():
     check_token_ids(torch.empty(2, 3, dtype=torch.long, device="meta"), 5)
     with pytest.raises(ValueError, match="ids must be in"):
         check_token_ids(torch.tensor([5]), 5, "ids")
+
+
+@pytest.mark.parametrize("position", ["learned", "sinusoidal"])
+def test_concatenated_positions_fill_their_own_channels(position):
+    torch.manual_seed(0)
+    emb = TokenEmbeddings(50, 16, max_len=8, position=position, norm_eps=None, concat_position_dim=6)
+    assert emb.word.embedding_dim == 10
+    ids = torch.randint(0, 50, (3, 8))
+    out = emb(ids)
+    assert out.shape == (3, 8, 16)
+    torch.testing.assert_close(out[..., :10], emb.word(ids))  # token channels: the token alone
+    pos = emb.position(8)
+    torch.testing.assert_close(out[..., 10:], pos.expand(3, -1, -1))  # position channels: the position alone
+    added = TokenEmbeddings(50, 16, max_len=8, position=position, norm_eps=None)
+    assert added.word.embedding_dim == 16
+    with pytest.raises(ValueError, match=r"concat_position_dim must be an int in \[0, embedding_dim=16\)"):
+        TokenEmbeddings(50, 16, position=position, concat_position_dim=16)
+    with pytest.raises(ValueError, match="needs a position table"):
+        TokenEmbeddings(50, 16, position="none", concat_position_dim=4)

@@ -53,6 +53,11 @@ def test_glu_variants_compute_act_xW_times_xV(glu, act, bias):
         ("swish", F.silu),
         ("silu", F.silu),
         ("relu2", lambda x: torch.relu(x) ** 2),
+        ("sigmoid", torch.sigmoid),
+        ("softplus", lambda x: torch.log1p(torch.exp(x))),
+        ("elu", lambda x: torch.where(x > 0, x, torch.expm1(x))),
+        # SELU's fixed constants (Klambauer et al. 2017, eq. 2): lambda 1.0507..., alpha 1.6732...
+        ("selu", lambda x: 1.0507009873554805 * torch.where(x > 0, x, 1.6732632423543772 * torch.expm1(x))),
     ],
 )
 def test_plain_mlp(name, fn):

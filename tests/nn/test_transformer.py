@@ -235,3 +235,62 @@ def test_encoder_passes_the_padding_mask_to_a_moe_ffn():
     keep[1, 5:] = False
     res = enc(torch.randn(2, 8, 32), key_padding_mask=keep)
     assert int(res.aux[0]["expert_count"].sum()) == int(keep.sum())  # 13 real tokens routed, not 16
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm", "scalenorm", "none"])
+@pytest.mark.parametrize("prenorm", [True, False])
+def test_residual_gate_zero_is_rezero_on_any_norm(norm, prenorm):
+    # x + alpha F(Norm(x)) with alpha = 0: every pre-norm block starts as the identity and alpha gets a gradient
+    cfg = dataclasses.replace(CFG, norm=norm, prenorm=prenorm, residual_gate=0.0)
+    blk = TransformerBlock(cfg)
+    x = torch.randn(2, 5, 32)
+    y = blk(x)
+    if prenorm or norm == "none":
+        torch.testing.assert_close(y, x)
+    y.pow(2).sum().backward()
+    assert blk.attn_gate.alpha.grad.abs() > 0 and blk.ffn_gate.alpha.grad.abs() > 0
+    # with alpha set, the block is x + alpha * branch: alpha = 1 gives the ungated block
+    with torch.no_grad():
+        blk.attn_gate.alpha.fill_(1.0)
+        blk.ffn_gate.alpha.fill_(1.0)
+    plain = TransformerBlock(dataclasses.replace(cfg, residual_gate=None))
+    plain.load_state_dict({k: v for k, v in blk.state_dict().items() if "gate" not in k})
+    torch.testing.assert_close(blk(x), plain(x))
+
+
+def test_shared_layers_reuse_blocks_in_order():
+    cfg = dataclasses.replace(CFG, num_layers=4, shared_layers=2)
+    enc = TransformerEncoder(cfg).eval()
+    assert len(enc.layers) == 2 and enc.order == (0, 0, 1, 1)
+    one = sum(p.numel() for p in TransformerBlock(cfg).parameters())
+    assert sum(p.numel() for p in enc.parameters()) == 2 * one + sum(p.numel() for p in enc.norm.parameters())
+    x = torch.randn(2, 5, 32)
+    ref = x
+    for i in (0, 0, 1, 1):
+        ref = enc.layers[i](ref)
+    torch.testing.assert_close(enc(x).last_hidden_state, enc.norm(ref))
+    universal = TransformerEncoder(dataclasses.replace(CFG, num_layers=3, shared_layers=1))
+    assert len(universal.layers) == 1 and universal.order == (0, 0, 0)
+    with pytest.raises(ValueError, match="shared_layers must be None or a positive int dividing num_layers=3"):
+        dataclasses.replace(CFG, shared_layers=2)
+
+
+def test_fixup_init_makes_every_block_the_identity_and_scales_first_layers():
+    from paperzoo.nn.transformer import fixup_init_
+
+    cfg = dataclasses.replace(CFG, num_layers=4, norm="none", residual_gate=1.0)
+    torch.manual_seed(0)
+    ref = TransformerEncoder(cfg)
+    torch.manual_seed(0)
+    enc = fixup_init_(TransformerEncoder(cfg))
+    L = 2 * 4  # two residual branches per layer
+    for a, b in zip(ref.layers, enc.layers, strict=True):
+        assert not b.attn.out.weight.detach().any() and not b.ffn.fc2.weight.detach().any()
+        torch.testing.assert_close(b.attn.qkv.weight, a.attn.qkv.weight * L ** -0.5)  # L^(-1/(2m-2)), m = 2
+        torch.testing.assert_close(b.ffn.fc1.weight, a.ffn.fc1.weight * L ** -0.5)
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(enc(x).last_hidden_state, x)  # identity at init
+    enc(x).last_hidden_state.pow(2).sum().backward()
+    assert enc.layers[0].ffn.fc2.weight.grad.abs().sum() > 0  # and it learns
+    with pytest.raises(ValueError, match="expects a TransformerEncoder"):
+        fixup_init_(nn.Linear(2, 2))

@@ -123,3 +123,23 @@ def test_compare_zero_variance_and_bad_input():
         compare([1.0, 2.0], [])
     with pytest.raises(ValueError, match="Comparison"):
         verdict_from("reproduced")
+
+
+def test_welch_p_matches_scipy_and_holm_adjusts_in_order():
+    import math
+
+    import scipy.stats
+
+    from paperzoo.report.stats import holm, welch_p
+
+    a, b = [1.0, 1.3, 0.9, 1.2], [0.4, 0.8, 0.5]
+    assert math.isclose(welch_p(a, b), scipy.stats.ttest_ind(a, b, equal_var=False).pvalue, rel_tol=1e-9)
+    assert math.isnan(welch_p([1.0], b))
+    assert math.isnan(welch_p([1.0, 1.0], [2.0, 2.0]))  # no variance on either side: undefined, never "significant"
+    # Holm (1979): sorted 0.01, 0.02, 0.04 of m = 3 -> 0.03, 0.04, 0.04 (monotone), back in input order
+    assert holm([0.04, 0.01, 0.02]) == pytest.approx([0.04, 0.03, 0.04])
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])  # capped at 1
+    out = holm([float("nan"), 0.01, 0.03])
+    assert math.isnan(out[0]) and out[1:] == pytest.approx([0.02, 0.03])  # nan does not count in m
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        holm([1.5])

@@ -2,7 +2,8 @@
 
 BERT (Devlin et al., 2019, fig. 2): ``E = LayerNorm(E_word[x] + E_pos[p] + E_type[t])``, then dropout.
 ALBERT/ELECTRA factorise the embedding: tables of width ``embedding_dim`` < ``dim``, then a Linear to ``dim``
-(ELECTRA's ``embeddings_project``).
+(ELECTRA's ``embeddings_project``). Positions may instead be concatenated to the token embedding
+(``concat_position_dim`` p > 0): ``E = [E_word[x] + E_type[t] ; E_pos[p]]``, word/type tables of width ``e - p``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class TokenEmbeddings(nn.Module):
         dropout: dropout after the norm.
         pad_token_id: row of the word table kept at zero gradient (``nn.Embedding.padding_idx``).
         scale: multiply word embeddings by sqrt(embedding_dim) (Vaswani et al. 2017, sec. 3.4).
+        concat_position_dim: 0 adds the position table to the token embedding (BERT); p > 0 concatenates a
+            p-wide position table after an ``embedding_dim - p``-wide token embedding instead.
 
     Ids outside ``[0, vocab_size)`` and token types outside ``[0, type_vocab_size)`` raise ``ValueError``
     (:func:`check_token_ids`), instead of torch's ``IndexError`` on CPU or a device-side assert on GPU.
@@ -37,17 +40,24 @@ class TokenEmbeddings(nn.Module):
 
     def __init__(self, vocab_size: int, dim: int, max_len: int = 512, type_vocab_size: int = 0,
                  embedding_dim: int | None = None, position: str = "learned", norm_eps: float | None = 1e-12,
-                 dropout: float = 0.0, pad_token_id: int | None = None, scale: bool = False):
+                 dropout: float = 0.0, pad_token_id: int | None = None, scale: bool = False,
+                 concat_position_dim: int = 0):
         super().__init__()
         if position not in ("learned", "sinusoidal", "none"):
             raise ValueError(f"position must be 'learned', 'sinusoidal' or 'none', got {position!r}")
         e = embedding_dim or dim
-        self.dim, self.embedding_dim, self.vocab_size = dim, e, vocab_size
-        self.word = nn.Embedding(vocab_size, e, padding_idx=pad_token_id)
-        self.position = {"learned": lambda: LearnedPositionalEmbedding(max_len, e),
-                         "sinusoidal": lambda: SinusoidalPositionalEncoding(e, max_len),
+        p = concat_position_dim
+        if type(p) is not int or not 0 <= p < e or (p and position == "none"):
+            raise ValueError(f"concat_position_dim must be an int in [0, embedding_dim={e}) and needs a position "
+                             f"table, got {p!r} with position={position!r}")
+        t = e - p  # width of the token (word + type) part
+        self.dim, self.embedding_dim, self.vocab_size, self.concat_position_dim = dim, e, vocab_size, p
+        self.word = nn.Embedding(vocab_size, t, padding_idx=pad_token_id)
+        pe = p or e
+        self.position = {"learned": lambda: LearnedPositionalEmbedding(max_len, pe),
+                         "sinusoidal": lambda: SinusoidalPositionalEncoding(pe, max_len),
                          "none": lambda: None}[position]()
-        self.token_type = nn.Embedding(type_vocab_size, e) if type_vocab_size > 0 else None
+        self.token_type = nn.Embedding(type_vocab_size, t) if type_vocab_size > 0 else None
         self.norm = nn.LayerNorm(e, eps=norm_eps) if norm_eps is not None else None
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.project = nn.Linear(e, dim) if e != dim else None
@@ -64,8 +74,9 @@ class TokenEmbeddings(nn.Module):
             check_token_ids(input_ids, self.vocab_size)
             x = self.word(input_ids)
         else:
-            if inputs_embeds.ndim != 3 or inputs_embeds.shape[-1] != self.embedding_dim:
-                raise ValueError(f"inputs_embeds must have shape (batch, seq, {self.embedding_dim}), "
+            width = self.embedding_dim - self.concat_position_dim
+            if inputs_embeds.ndim != 3 or inputs_embeds.shape[-1] != width:
+                raise ValueError(f"inputs_embeds must have shape (batch, seq, {width}), "
                                  f"got {tuple(inputs_embeds.shape)}")
             x = inputs_embeds
         if self.scale != 1.0:
@@ -82,7 +93,11 @@ class TokenEmbeddings(nn.Module):
         elif token_type_ids is not None:
             raise ValueError("token_type_ids given but this embedding has type_vocab_size=0")
         if self.position is not None:
-            x = x + self.position(x.shape[1], offset).to(x.dtype)
+            pos = self.position(x.shape[1], offset).to(x.dtype)  # (seq, p or e)
+            if self.concat_position_dim:  # [token ; position], (batch, seq, e)
+                x = torch.cat((x, pos.expand(x.shape[0], -1, -1)), dim=-1)
+            else:
+                x = x + pos
         if self.norm is not None:
             x = self.norm(x)
         x = self.dropout(x)

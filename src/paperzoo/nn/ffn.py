@@ -24,6 +24,9 @@ ACTIVATIONS = {
     "swish": nn.SiLU,
     "silu": nn.SiLU,
     "sigmoid": nn.Sigmoid,
+    "softplus": nn.Softplus,  # log(1 + e^x)
+    "elu": nn.ELU,  # x if x > 0 else e^x - 1 (Clevert et al., 2016)
+    "selu": nn.SELU,  # lambda * elu_alpha(x), the self-normalising constants (Klambauer et al., 2017)
     "tanh": nn.Tanh,
     "relu2": SquaredReLU,
     "squared_relu": SquaredReLU,

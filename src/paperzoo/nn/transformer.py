@@ -9,6 +9,10 @@ pre-norm (Xiong et al. 2020; GPT-2, T5, ViT)::
     x = x + DropPath(Drop(Attn(Norm(x))));  x = x + DropPath(Drop(FFN(Norm(x))))
 
 ReZero (Bachlechner et al. 2020) has no norm: ``x = x + alpha * F(x)`` with alpha initialised to 0.
+``residual_gate`` puts that learned scalar on every branch of any block: ``x = x + alpha * F(Norm(x))`` (0: ReZero
+with a norm, as Narang et al. 2021's "ReZero + LayerNorm"; 1.0 with ``norm="none"`` and :func:`fixup_init_`: Fixup's
+multiplier, Zhang et al. 2019). ``shared_layers`` = k < num_layers builds k distinct blocks, each applied
+num_layers / k times in a row (block sharing; k = 1 is the Universal Transformer's one block, Dehghani et al. 2019).
 Positions: absolute encodings ("sinusoidal", "learned") are added to the stack's input; relative biases
 ("t5", "alibi") are computed once per forward by one module and shared by every layer; "rotary" rotates q and k
 in every layer.
@@ -27,7 +31,7 @@ from torch import nn
 from .attention import MultiHeadAttention, as_keep_mask, merge_masks
 from .embedding import TokenEmbeddings
 from .ffn import FeedForward
-from .norm import NORMS, make_norm
+from .norm import NORMS, ReZero, make_norm
 from .outputs import BaseModelOutput, ModelOutput
 from .posenc import (
     ALiBi,
@@ -38,7 +42,7 @@ from .posenc import (
 )
 
 __all__ = ["TransformerConfig", "DropPath", "TransformerBlock", "TransformerEncoder", "EncoderOutput",
-           "TextEncoderConfig", "TextEncoder"]
+           "TextEncoderConfig", "TextEncoder", "fixup_init_"]
 
 POSITIONS = ("none", "sinusoidal", "learned", "t5", "rotary", "alibi")
 
@@ -51,6 +55,8 @@ class TransformerConfig:
     ``drop_path`` is the stochastic-depth rate of the last block, growing linearly from 0 at the first
     (Huang et al. 2016; DeiT/Swin); ``attn_scale`` None means 1/sqrt(head_dim) (T5 uses 1.0);
     ``t5_*`` configure the T5 bucketed bias, ``rotary_*`` RoPE; ``causal`` masks the future in every layer.
+    ``residual_gate``: None, or the initial value of a learned scalar multiplying every branch's output (0: ReZero);
+    ``shared_layers``: None (every layer its own weights) or the number of distinct blocks (divides num_layers).
     """
 
     dim: int = 256
@@ -76,6 +82,8 @@ class TransformerConfig:
     rotary_interleaved: bool = False
     causal: bool = False
     final_norm: bool | None = None
+    residual_gate: float | None = None
+    shared_layers: int | None = None
 
     def __post_init__(self):
         if self.dim % self.num_heads:
@@ -89,6 +97,10 @@ class TransformerConfig:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.num_layers < 0:
             raise ValueError(f"num_layers must be >= 0, got {self.num_layers}")
+        k = self.shared_layers
+        if k is not None and (type(k) is not int or k < 1 or self.num_layers % k):
+            raise ValueError(f"shared_layers must be None or a positive int dividing num_layers={self.num_layers}, "
+                             f"got {k!r}")
 
     @property
     def hidden_dim(self) -> int:
@@ -145,10 +157,13 @@ class TransformerBlock(nn.Module):
         self.attn_norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps)
         self.ffn_norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps)
         self.dropout = _maybe(nn.Dropout(cfg.dropout), cfg.dropout > 0)
+        gate = cfg.residual_gate is not None
+        self.attn_gate = _maybe(ReZero(cfg.residual_gate if gate else 0.0), gate)  # alpha * F(...)
+        self.ffn_gate = _maybe(ReZero(cfg.residual_gate if gate else 0.0), gate)
         p = cfg.drop_path if drop_path is None else drop_path
         self.drop_path = _maybe(DropPath(p), p > 0)
 
-    def _residual(self, x: torch.Tensor, f: Callable, norm: nn.Module):
+    def _residual(self, x: torch.Tensor, f: Callable, norm: nn.Module, gate: nn.Module):
         """x + branch, with the norm placed by the config; returns (new x, aux or None)."""
         out = f(norm(x) if self.prenorm and not self.rezero else x)
         aux = None
@@ -156,7 +171,7 @@ class TransformerBlock(nn.Module):
             out, aux = out
         if self.rezero:
             out = norm(out)
-        x = x + self.drop_path(self.dropout(out))
+        x = x + self.drop_path(self.dropout(gate(out)))  # x + alpha * F(.) with a residual gate
         return (x if self.prenorm or self.rezero else norm(x)), aux
 
     def forward(self, x: torch.Tensor, key_padding_mask: torch.Tensor | None = None,
@@ -169,12 +184,12 @@ class TransformerBlock(nn.Module):
         """
         x, _ = self._residual(x, lambda h: self.attn(h, key_padding_mask=key_padding_mask, attn_bias=attn_bias,
                                                      causal=causal, rotary=rotary, attn_mask=attn_mask),
-                              self.attn_norm)
+                              self.attn_norm, self.attn_gate)
         ffn = self.ffn
         token_mask = key_padding_mask if token_mask is None else token_mask
         if token_mask is not None and getattr(ffn, "accepts_token_mask", False):  # MoE: padding takes no
             ffn = functools.partial(self.ffn, mask=token_mask)  # expert capacity and stays out of its losses
-        x, aux = self._residual(x, ffn, self.ffn_norm)
+        x, aux = self._residual(x, ffn, self.ffn_norm, self.ffn_gate)
         return x if aux is None else (x, aux)
 
 
@@ -192,6 +207,8 @@ class TransformerEncoder(nn.Module):
     """A stack of :class:`TransformerBlock` with the config's position scheme and optional final norm.
 
     ``make_ffn(layer_index) -> nn.Module | None`` overrides the FFN per layer (e.g. Switch: MoE every other layer).
+    With ``shared_layers`` = k, ``layers`` holds the k distinct blocks and ``order`` the block applied at each depth
+    (block ``i // (num_layers / k)``); ``make_ffn`` is then called per distinct block.
     Absolute positions ("sinusoidal", "learned") are added to the input in ``forward`` (see :meth:`add_positions`);
     relative biases come from one shared module (``rel_bias``), rotary from ``rotary``.
     """
@@ -212,10 +229,12 @@ class TransformerEncoder(nn.Module):
         elif cfg.position == "rotary":
             self.rotary = RotaryEmbedding(cfg.head_dim, cfg.rotary_base, cfg.rotary_interleaved)
         n = cfg.num_layers
-        rates = torch.linspace(0, cfg.drop_path, n).tolist() if n > 1 else [cfg.drop_path] * n
+        k = cfg.shared_layers or n
+        rates = torch.linspace(0, cfg.drop_path, n, device="cpu").tolist() if n > 1 else [cfg.drop_path] * n
+        self.order = tuple(i // (n // k) for i in range(n)) if n else ()  # distinct block used at each depth
         self.layers = nn.ModuleList([
-            TransformerBlock(cfg, make_ffn(i) if make_ffn is not None else None, drop_path=rates[i])
-            for i in range(cfg.num_layers)])
+            TransformerBlock(cfg, make_ffn(i) if make_ffn is not None else None, drop_path=rates[i * (n // k)])
+            for i in range(k if n else 0)])
         use = cfg.use_final_norm and cfg.norm not in ("rezero", "none")
         self.norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps) if use else None
 
@@ -241,8 +260,9 @@ class TransformerEncoder(nn.Module):
                 attn_bias = rel if attn_bias is None else rel + attn_bias
         attn_mask, causal = merge_masks(key_padding_mask, attn_bias, cfg.causal, n, n, x.dtype)  # the one merge
         hidden, auxes = [x] if output_hidden_states else None, []
-        for layer in self.layers:
-            out = layer(x, attn_mask=attn_mask, causal=causal, rotary=self.rotary, token_mask=key_padding_mask)
+        for i in self.order:
+            out = self.layers[i](x, attn_mask=attn_mask, causal=causal, rotary=self.rotary,
+                                 token_mask=key_padding_mask)
             x, aux = out if isinstance(out, tuple) else (out, None)
             auxes.append(aux)
             if hidden is not None:
@@ -252,6 +272,35 @@ class TransformerEncoder(nn.Module):
         any_aux = any(a is not None for a in auxes)
         return EncoderOutput(x, tuple(hidden) if hidden is not None else None,
                              tuple(a or {} for a in auxes) if any_aux else None)
+
+
+@torch.no_grad()
+def fixup_init_(encoder: TransformerEncoder, m: int = 2) -> TransformerEncoder:
+    """Fixup-style initialisation (Zhang, Dauphin & Ma, 2019, sec. 3) of a stack without norms, in place.
+
+    Each residual branch has ``m`` layers (attention: the q/k/v projection then ``out``; FFN: ``fc1`` then ``fc2``).
+    With L branches in the stack (2 per applied layer): the branch's last layer starts at zero, so every block is the
+    identity at initialisation, and its other weights are scaled by ``L^(-1/(2m-2))`` (rule 2). Biases start at
+    zero. Fixup's scalar multiplier is the config's ``residual_gate`` (1.0); its other scalar biases are the
+    layers' own biases here. Returns ``encoder``.
+    """
+    if not isinstance(encoder, TransformerEncoder):
+        raise ValueError(f"fixup_init_ expects a TransformerEncoder, got {type(encoder).__name__}")
+    if type(m) is not int or m < 2:
+        raise ValueError(f"m (layers per residual branch) must be an int >= 2, got {m!r}")
+    L = 2 * max(1, len(encoder.order))
+    scale = L ** (-1.0 / (2 * m - 2))  # L^(-1/(2m-2))
+    for block in encoder.layers:
+        branches = [(block.attn.qkv if hasattr(block.attn, "qkv") else block.attn.q, block.attn.out)]
+        if isinstance(block.ffn, FeedForward):
+            branches.append((block.ffn.fc1, block.ffn.fc2))
+        for first, last in branches:
+            first.weight.mul_(scale)
+            nn.init.zeros_(last.weight)
+            for lin in (first, last):
+                if lin.bias is not None:
+                    nn.init.zeros_(lin.bias)
+    return encoder
 
 
 @dataclass(frozen=True)

@@ -193,3 +193,34 @@ def verdict_from(comparison: Comparison) -> str:
     if hi < comparison.margin:
         return "not reproduced"
     return "inconclusive"
+
+
+def welch_p(a: Iterable[float], b: Iterable[float]) -> float:
+    """Two-sided p-value of Welch's t test for ``mean(a) == mean(b)`` (``scipy.stats.ttest_ind(equal_var=False)``);
+    nan with fewer than two values on a side or when both samples are constant (no variance: the test is undefined,
+    e.g. two classifiers that always predict the majority class)."""
+    xa, xb = _check_values(a, "a"), _check_values(b, "b")
+    if len(xa) < 2 or len(xb) < 2:
+        return math.nan
+    (ma, va), (mb, vb) = _mean_var(xa), _mean_var(xb)
+    sa, sb = va / len(xa), vb / len(xb)
+    if sa + sb == 0.0:
+        return math.nan
+    t = (ma - mb) / math.sqrt(sa + sb)
+    df = (sa + sb) ** 2 / (sa * sa / (len(xa) - 1) + sb * sb / (len(xb) - 1))
+    return 2.0 * (1.0 - t_cdf(abs(t), df))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (Holm 1979), in the input order: the i-th smallest of m is multiplied by
+    ``m - i + 1`` (i from 1), made monotone and capped at 1. Rejecting where the adjusted p < alpha controls the
+    family-wise error rate at alpha. nan entries are kept as nan and do not count in m."""
+    ps = [float(p) for p in pvalues]
+    if any(not (math.isnan(p) or 0.0 <= p <= 1.0) for p in ps):
+        raise ValueError(f"p-values must be in [0, 1] (or nan), got {ps}")
+    idx = sorted((i for i, p in enumerate(ps) if not math.isnan(p)), key=lambda i: ps[i])
+    m, out, running = len(idx), list(ps), 0.0
+    for rank, i in enumerate(idx):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        out[i] = running
+    return out
