@@ -161,10 +161,17 @@ def test_the_papers_with_hf_models_are_in_the_round_trip():
     assert {p for p, _ in _hf_models()} >= {"electra", "funnel", "mobilenetv2", "perceiver", "swin"}
 
 
+# Implemented papers whose mechanism is not a network (so there is no nn.Module for this contract), and why.
+NOT_A_NETWORK = {
+    "iws": "an interactive labelling method: IWSSession over a batched MLP ensemble (ExpertModel) and a label model",
+}
+
+
 def test_every_implemented_paper_registers_models():
     for p in registry.papers():
-        if p.status != "planned":
+        if p.status != "planned" and p.name not in NOT_A_NETWORK:
             assert p.models, f"{p.name} registers no models"
+    assert all(not registry.get(name).models for name in NOT_A_NETWORK)
 
 
 def _token_models() -> list[tuple[str, str]]:

@@ -29,6 +29,7 @@ from .transformer import (
     TransformerBlock,
     TransformerConfig,
     TransformerEncoder,
+    fixup_init_,
 )
 
 __all__ = [
@@ -38,6 +39,6 @@ __all__ = [
     "RotaryEmbedding", "ScaleNorm", "SinusoidalPositionalEncoding", "T5RelativePositionBias", "TextEncoder",
     "TextEncoderConfig", "TokenEmbeddings", "TransformerBlock", "TransformerConfig", "TransformerEncoder",
     "alibi_slopes", "as_keep_mask", "check_token_ids", "ffn_flops", "fourier_features", "fourier_position_grid",
-    "frequency_encoding", "frequency_encoding_dim", "make_activation", "make_norm", "merge_masks",
+    "fixup_init_", "frequency_encoding", "frequency_encoding_dim", "make_activation", "make_norm", "merge_masks",
     "rotary_permutation", "sinusoidal_table",
 ]

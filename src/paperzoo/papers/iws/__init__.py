@@ -24,7 +24,7 @@ register(Paper(
     arxiv="2012.06046",
     year=2020,
     status="checked",
-    models=("IWSSession", "ExpertModel"),
+    models=(),  # no network: the method is IWSSession over ExpertModel (a batched MLP ensemble) and a label model
     recipes={"iws": "paperzoo.papers.iws.recipe:run"},
     benches={"iws": "paperzoo.bench.iws:run"},
     claims=(
