@@ -70,31 +70,31 @@ def insert_lesions(images: Tensor, seed: int, params: LesionParams | None = None
     p = params or LesionParams()
     n = images.shape[0]
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), int(stream)]))
-    x = images.numpy().astype(np.float64) / 255.0  # (N, 28, 28)
+    x = images.numpy().astype(np.float32) / np.float32(255.0)  # (N, 28, 28); float32 throughout
     positive = rng.random(n) < p.positive_fraction
     kind = np.where(positive, (rng.random(n) < 0.5).astype(np.int64), -1)  # 0 bright, 1 dark, -1 none
-    radii = rng.uniform(*p.radius, size=(n, 2))
-    theta = rng.uniform(0.0, np.pi, size=n)
-    contrast = rng.uniform(*p.contrast, size=n)
+    radii = rng.uniform(*p.radius, size=(n, 2)).astype(np.float32)
+    theta = rng.uniform(0.0, np.pi, size=n).astype(np.float32)
+    contrast = rng.uniform(*p.contrast, size=n).astype(np.float32)
     lo, hi = p.margin, SIDE - 1 - p.margin
-    uniform_centre = rng.integers(lo, hi + 1, size=(n, 2)).astype(np.float64)
+    uniform_centre = rng.integers(lo, hi + 1, size=(n, 2)).astype(np.float32)
     # dark lesions: a uniformly drawn garment pixel inside the margins (the argmax of random scores on allowed pixels)
     allowed = np.zeros((SIDE, SIDE), bool)
     allowed[lo:hi + 1, lo:hi + 1] = True
     on = (x > p.dark_on) & allowed  # (N, 28, 28)
-    scores = np.where(on, rng.random((n, SIDE, SIDE)), -1.0).reshape(n, -1)
+    scores = np.where(on, rng.random((n, SIDE, SIDE), dtype=np.float32), np.float32(-1.0)).reshape(n, -1)
     flat = scores.argmax(1)
-    garment_centre = np.stack([flat // SIDE, flat % SIDE], 1).astype(np.float64)
+    garment_centre = np.stack([flat // SIDE, flat % SIDE], 1).astype(np.float32)
     has_garment = on.reshape(n, -1).any(1)
     centre = np.where(((kind == 1) & has_garment)[:, None], garment_centre, uniform_centre)
     # rho = sqrt((u / a)^2 + (v / b)^2) with (u, v) the pixel offset rotated by -theta
-    rows, cols = np.meshgrid(np.arange(SIDE), np.arange(SIDE), indexing="ij")
+    rows, cols = np.meshgrid(np.arange(SIDE, dtype=np.float32), np.arange(SIDE, dtype=np.float32), indexing="ij")
     dr = rows[None] - centre[:, 0, None, None]  # (N, 28, 28)
     dc = cols[None] - centre[:, 1, None, None]
     cos, sin = np.cos(theta)[:, None, None], np.sin(theta)[:, None, None]
     u, v = cos * dc + sin * dr, -sin * dc + cos * dr
     rho = np.sqrt((u / radii[:, 0, None, None]) ** 2 + (v / radii[:, 1, None, None]) ** 2)
-    blob = 1.0 / (1.0 + np.exp(-(1.0 - rho) / p.edge))  # b = sigmoid((1 - rho) / edge)
+    blob = 1.0 / (1.0 + np.exp(np.minimum((rho - 1.0) / np.float32(p.edge), 60.0)))  # b = sigmoid((1 - rho) / edge)
     c = contrast[:, None, None]
     bright = x + c * (1.0 - x) * blob  # x' = x + c (1 - x) b
     dark = x * (1.0 - c * blob)  # x' = x (1 - c b)

@@ -161,36 +161,41 @@ def test_double_sigmoid_guard():
     with pytest.warns(UserWarning, match="read as probabilities"):
         probs = LatentShift(Probs(clf).eval(), ae).attribute(x, 0, **kw)
     assert logits.output == "logits" and probs.output == "probs"  # detected: no second sigmoid
-    assert torch.allclose(logits.search_preds, probs.search_preds, atol=1e-6)
+    assert torch.allclose(logits.search_preds, probs.search_preds, atol=1e-6, equal_nan=True)
     assert torch.equal(logits.stop_lambda, probs.stop_lambda)
     explicit = LatentShift(Probs(clf).eval(), ae).attribute(x, 0, output="probs", **kw)
-    assert torch.allclose(explicit.search_preds, logits.search_preds, atol=1e-6)
+    assert torch.allclose(explicit.search_preds, logits.search_preds, atol=1e-6, equal_nan=True)
     with pytest.raises(ValueError, match="outside \\[0, 1\\].*logits"):
         LatentShift(clf, ae).attribute(x * 0 + 0.5, 0, output="probs", **kw)  # logits called probabilities
     squashed = LatentShift(Probs(clf).eval(), ae).attribute(x, 0, output="logits", **kw)
-    assert squashed.search_preds.min() >= 0.5  # what the guard prevents: sigmoid(p) lives in [0.5, 0.731]
+    assert squashed.search_preds.nan_to_num(1.0).min() >= 0.5  # what the guard prevents: sigmoid(p) lives in [0.5, 0.731]
 
 
 def test_batched_equals_one_at_a_time_and_chunks_change_nothing(one_thread):
     torch.manual_seed(0)
-    ae = Autoencoder(AutoencoderConfig.preset("tiny")).eval()
-    clf = Classifier(ClassifierConfig.preset("tiny")).eval()
-    with torch.no_grad():  # scale the head so the search moves within the grid
-        clf.head.weight.mul_(40)
-    x = torch.rand(4, 1, 28, 28, generator=torch.Generator().manual_seed(1))
+    ae = ToyAE(k=6).eval()
+    clf = nn.Sequential(nn.Flatten(), nn.Linear(16, 12), nn.Tanh(), nn.Linear(12, 2)).eval()
+    x = _images(6, seed=1)
     ls = LatentShift(clf, ae)
-    kw = {"search": "latentshift", "max_lambda": 3000.0, "frames": 6}
-    whole = ls.attribute(x, torch.tensor([0, 1, 0, 1]), **kw)
-    chunked = ls.attribute(x, torch.tensor([0, 1, 0, 1]), internal_batch_size=7, **kw)
-    singles = [ls.attribute(x[i:i + 1], i % 2, **kw) for i in range(4)]
+    target = torch.tensor([0, 1, 0, 1, 0, 1])
+    kw = {"search": "latentshift", "max_lambda": 3e4, "frames": 6, "output": "logits", "drop": 0.5}
+    whole = ls.attribute(x, target, **kw)
+    chunked = ls.attribute(x, target, internal_batch_size=7, **kw)
+    singles = [ls.attribute(x[i:i + 1], int(target[i]), **kw) for i in range(6)]
     assert torch.allclose(whole.frames, chunked.frames, atol=1e-5)
     assert torch.equal(whole.stop_lambda, chunked.stop_lambda) and whole.rule == chunked.rule
     assert torch.equal(whole.stop_lambda, torch.cat([s.stop_lambda for s in singles]))
     assert whole.rule == [s.rule[0] for s in singles]
     for f in ("frames", "preds", "map", "reconstruction", "search_preds"):
         one = torch.cat([getattr(s, f) for s in singles])
-        assert torch.allclose(getattr(whole, f), one, atol=1e-5), f
+        assert torch.allclose(getattr(whole, f), one, atol=1e-5, equal_nan=True), f
     assert (whole.stop_lambda != 0).any()  # the search did move
+    full = ls.attribute(x, target, early_exit=False, **kw)  # the whole grid in one decode call
+    assert not full.search_preds.isnan().any() and whole.search_preds.isnan().any()  # the early exit skipped some
+    assert torch.equal(full.stop_lambda, whole.stop_lambda) and full.rule == whole.rule
+    assert torch.allclose(full.frames, whole.frames, atol=1e-5)
+    seen = ~whole.search_preds.isnan()
+    assert torch.allclose(full.search_preds[seen], whole.search_preds[seen], atol=1e-5)
 
 
 def test_maps_and_presets():
@@ -215,7 +220,7 @@ def test_callable_target_and_raising():
     x = _images(2)
     a = LatentShift(clf, ae).attribute(x, 1, search="latentshift", max_lambda=1e5)
     b = LatentShift(clf, ae).attribute(x, lambda out: out[:, 1], search="latentshift", max_lambda=1e5)
-    assert torch.allclose(a.search_preds, b.search_preds) and torch.equal(a.stop_lambda, b.stop_lambda)
+    assert torch.allclose(a.search_preds, b.search_preds, equal_nan=True) and torch.equal(a.stop_lambda, b.stop_lambda)
     up = LatentShift(clf, ae).attribute(x, 1, direction="raise", search="latentshift", max_lambda=1e5, drop=0.1)
     assert (up.stop_lambda > 0).all() and (up.preds[:, -1] > up.preds[:, 0]).all()
 

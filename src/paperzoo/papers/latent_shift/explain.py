@@ -78,7 +78,8 @@ class LatentShiftResult:
     ``lambdas`` (B, F) and ``preds`` (B, F) along them; ``map`` (B, H, W) the 2-D attribution map;
     ``reconstruction`` (B, C, H, W) = D(E(x)); ``recon_error`` (B,) mean |x - D(E(x))|;
     ``stop_lambda`` (B,); ``rule`` the rule that stopped each search (one of :data:`RULES`); ``reached`` (B,) bool:
-    whether the target change was reached; ``search_lambdas`` (K,) and ``search_preds`` (B, K) the grid;
+    whether the target change was reached; ``search_lambdas`` (K,) and ``search_preds`` (B, K) the grid (NaN
+    past an image's stop when the search exited early);
     ``output`` how the classifier's outputs were read ("logits" or "probs").
     """
 
@@ -119,7 +120,8 @@ class LatentShift:
                   drop_abs: float | None = None, stop_on_rise: bool = True, max_pixel_change: float | None = None,
                   max_lambda: float = 1000.0, min_pred: float | None = None, direction: str = "lower",
                   frames: int = 10, map: str = "max", output: str = "auto",
-                  internal_batch_size: int | None = None, latent_direction: Tensor | None = None,
+                  internal_batch_size: int | None = None, early_exit: bool = True,
+                  latent_direction: Tensor | None = None,
                   input_range: tuple[float, float] | None = None) -> LatentShiftResult:
         """Explain ``inputs`` (B, C, H, W) for ``target``: an output index, one index per image, or a callable
         ``target(outputs) -> (B,)`` picking the score from the classifier's outputs.
@@ -141,8 +143,10 @@ class LatentShift:
         ``output``: "logits" (a sigmoid gives the prediction), "probs" (the outputs are probabilities: never
         squashed again) or "auto" (probabilities, with a warning, when every output on the reconstructions lies in
         [0, 1]; logits otherwise).
-        ``latent_direction`` (B, *z) replaces the gradient (a control). Presets of the keyword arguments:
-        :data:`PAPER`, :data:`GIFSPLANATION`, :data:`LATENTSHIFT`.
+        ``internal_batch_size``: latents per decode call (None: all at once). ``early_exit``: the grid in blocks of
+        16, 32, 64, ... lambdas, dropping the images whose search has stopped (the same result; ``False`` decodes
+        the whole grid in one call). ``latent_direction`` (B, *z) replaces the gradient (a control). Presets of the
+        keyword arguments: :data:`PAPER`, :data:`GIFSPLANATION`, :data:`LATENTSHIFT`.
         """
         _check_options(drop, drop_abs, min_pred, max_pixel_change, direction, frames, map, output,
                        internal_batch_size)
@@ -169,14 +173,30 @@ class LatentShift:
             raise ValueError(f"latent_direction must have the latent's shape {tuple(z.shape)}, got {tuple(g.shape)}")
         z, x0, p0, g = z.detach(), x0.detach(), p0.detach(), g.detach()
 
-        # the grid: (B, K) predictions and pixel changes, from one batched decode (in chunks)
+        # the grid: (B, K) predictions and pixel changes from batched decodes, in blocks of grid lambdas (16, 32, 64,
+        # ... of them) when ``early_exit``: images whose search has stopped leave the next block
         lam = (sign * grid).to(z.dtype)  # (K,)
         k = len(lam)
-        preds, pixels = self._shift(z, g, x0, lam[None].expand(b, k), score, internal_batch_size)  # (B, K) each
-        preds[:, 0] = p0  # lambda 0 is the reconstruction itself
-        pixels[:, 0] = 0.0
-        stop, rule, reached = _stop(preds, pixels, x0.abs().flatten(1).sum(1), sign, drop, drop_abs, min_pred,
-                                    stop_on_rise, max_pixel_change)  # (B,), list, (B,)
+        preds = torch.full((b, k), math.nan, dtype=p0.dtype)
+        pixels = torch.full((b, k), math.nan, dtype=x0.dtype)
+        preds[:, 0], pixels[:, 0] = p0, 0.0  # lambda 0 is the reconstruction itself
+        pixel_sum = x0.abs().flatten(1).sum(1)  # (B,)
+        rules = (sign, drop, drop_abs, min_pred, stop_on_rise, max_pixel_change)
+        bounds = [1, k] if not early_exit else [1] + [min(k, 1 + 16 * (2 ** i - 1)) for i in range(1, 20)
+                                                      if 1 + 16 * (2 ** (i - 1) - 1) < k]
+        active = torch.arange(b)
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+            cols = torch.arange(lo, hi)
+            p, pix = self._shift(z[active], g[active], x0[active], lam[cols].expand(len(active), hi - lo), score,
+                                 active, internal_batch_size)  # (A, hi - lo) each
+            preds[active[:, None], cols] = p
+            pixels[active[:, None], cols] = pix
+            if hi < k:  # keep the images on which no rule fired yet
+                fires, _, _ = _fires(preds[active, :hi], pixels[active, :hi], pixel_sum[active], *rules)
+                active = active[~fires.any(0).any(1)]
+                if len(active) == 0:
+                    break
+        stop, rule, reached = _stop(preds, pixels, pixel_sum, *rules)  # (B,), list, (B,)
         stop_lambda = lam[stop]  # (B,)
 
         # the frames: lambda = 0 ... stop_lambda, decoded in one call; frame 0 is x_0 itself
@@ -201,21 +221,17 @@ class LatentShift:
         return torch.cat([self.ae.decode(part) for part in zs.split(chunk)])
 
     @torch.no_grad()
-    def _shift(self, z, g, x0, lams, score, chunk) -> tuple[Tensor, Tensor]:
-        """Predictions and total pixel change ``sum |x_0 - x_lambda|`` at ``lams`` (B, J): two (B, J) tensors."""
-        b, j = lams.shape
-        if chunk is None:
-            x = self._decode(z, g, lams, None)  # (B*J, C, H, W)
-            p = score(self.forward_func(x), repeat=j)
-            return p.view(b, j), (x.view(b, j, -1) - x0.flatten(1)[:, None]).abs().sum(-1)
-        # whole images per chunk: ceil(chunk / J) images' grids at a time
-        per = max(1, chunk // j)
+    def _shift(self, z, g, x0, lams, score, rows, chunk) -> tuple[Tensor, Tensor]:
+        """Predictions and total pixel change ``sum |x_0 - x_lambda|`` at ``lams`` (A, J) for the images ``rows``
+        (A,) of the batch (``z``, ``g``, ``x0`` already those rows): two (A, J) tensors."""
+        a, j = lams.shape
+        per = a if chunk is None else max(1, chunk // j)  # whole images' grids per decode call
         ps, pix = [], []
-        for lo in range(0, b, per):
+        for lo in range(0, a, per):
             sl = slice(lo, lo + per)
-            x = self._decode(z[sl], g[sl], lams[sl], chunk)
+            x = self._decode(z[sl], g[sl], lams[sl], chunk)  # (n * J, C, H, W)
             n = x.shape[0] // j
-            ps.append(score(self.forward_func(x), repeat=j, rows=sl).view(n, j))
+            ps.append(score(self.forward_func(x), repeat=j, rows=rows[sl]).view(n, j))
             pix.append((x.view(n, j, -1) - x0[sl].flatten(1)[:, None]).abs().sum(-1))
         return torch.cat(ps), torch.cat(pix)
 
@@ -223,7 +239,7 @@ class LatentShift:
     def _decode_frames(self, z, g, lams, score, chunk) -> tuple[Tensor, Tensor]:
         b, j = lams.shape
         x = self._decode(z, g, lams, chunk)  # (B*J, C, H, W)
-        p = torch.cat([score(self.forward_func(part), repeat=j, rows=slice(i // j, (i + len(part)) // j))
+        p = torch.cat([score(self.forward_func(part), repeat=j, rows=torch.arange(i // j, (i + len(part)) // j))
                        for i, part in _aligned_chunks(x, j, chunk)])
         return x.view(b, j, *x.shape[1:]), p.view(b, j)
 
@@ -300,11 +316,10 @@ def _scorer(target, out: Tensor, b: int, output: str):
     return score
 
 
-def _stop(preds: Tensor, pixels: Tensor, pixel_sum: Tensor, sign: float, drop, drop_abs, min_pred, stop_on_rise,
-          max_pixel_change) -> tuple[Tensor, list[str], Tensor]:
-    """The stopping grid index per image (first index at which a rule fires), its rule, and whether the target
-    change was reached there; all rules on the (B, K) grid at once."""
-    b, k = preds.shape
+def _fires(preds: Tensor, pixels: Tensor, pixel_sum: Tensor, sign: float, drop, drop_abs, min_pred, stop_on_rise,
+           max_pixel_change) -> tuple[Tensor, list[str], dict[str, Tensor]]:
+    """``(fires (R, B, K) bool, rule names in priority order, the goal rules' (B, K) masks)``: where each rule fires
+    on the grid (never at lambda 0; NaN, a grid point not evaluated, fires nothing)."""
     p0 = preds[:, :1]
     progress = sign * (preds - p0)  # how far the prediction moved the asked way: p_0 - p when lowering
     false = torch.zeros_like(preds, dtype=torch.bool)
@@ -315,16 +330,24 @@ def _stop(preds: Tensor, pixels: Tensor, pixel_sum: Tensor, sign: float, drop, d
     back = {"rise": torch.cat([false[:, :1], progress.diff(dim=1) < 0], 1) if stop_on_rise else false,
             "pixel_change": pixels > max_pixel_change * pixel_sum[:, None] if max_pixel_change is not None
             else false}
-    names = list(goal) + list(back)
-    fires = torch.stack([goal[n] for n in goal] + [back[n] for n in back])  # (R, B, K), rules in priority order
+    fires = torch.stack(list(goal.values()) + list(back.values()))  # (R, B, K)
     fires[:, :, 0] = False  # lambda 0 never stops
+    return fires, list(goal) + list(back), goal
+
+
+def _stop(preds: Tensor, pixels: Tensor, pixel_sum: Tensor, sign: float, drop, drop_abs, min_pred, stop_on_rise,
+          max_pixel_change) -> tuple[Tensor, list[str], Tensor]:
+    """The stopping grid index per image (the first index at which a rule fires; rise and pixel_change stop one
+    index earlier), its rule, and whether the target change was reached there; all rules on the grid at once."""
+    b, k = preds.shape
+    fires, names, goal = _fires(preds, pixels, pixel_sum, sign, drop, drop_abs, min_pred, stop_on_rise,
+                                max_pixel_change)
     any_rule = fires.any(0)  # (B, K)
     hit = any_rule.any(1)  # (B,)
     first = torch.where(hit, any_rule.int().argmax(1), torch.full((b,), k - 1))  # first firing index, else the end
     rows = torch.arange(b)
     which = fires[:, rows, first].int().argmax(0)  # (B,) the first rule (in priority order) firing there
-    backs = which >= len(goal)
-    stop = torch.where(hit & backs, first - 1, first)
+    stop = torch.where(hit & (which >= len(goal)), first - 1, first)
     rule = [names[w] if h else "max_lambda" for w, h in zip(which.tolist(), hit.tolist(), strict=True)]
     want = [goal[n] for n in ("drop", "drop_abs") if (drop if n == "drop" else drop_abs) is not None] or \
         ([goal["min_pred"]] if min_pred is not None else [])

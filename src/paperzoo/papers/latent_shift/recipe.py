@@ -74,10 +74,10 @@ PRESETS = {
     # the CPU reproduction (sizes in the README: measured so that 3 seeds fit ~25 minutes on 2 cores)
     "small": LatentShiftPreset(
         model={"autoencoder": AutoencoderConfig.preset("small"), "classifier": ClassifierConfig.preset("small")},
-        train=TrainConfig(steps=1200, batch_size=128, lr=3e-3, weight_decay=0.01, warmup_steps=50,
-                          eval_every=0, ckpt_every=300, log_every=50, device="cpu", precision="auto"),
-        ae_train=TrainConfig(steps=1500, batch_size=128, lr=3e-3, weight_decay=0.0, warmup_steps=50,
-                             eval_every=0, ckpt_every=300, log_every=50, device="cpu", precision="auto"),
+        train=TrainConfig(steps=1000, batch_size=128, lr=3e-3, weight_decay=0.01, warmup_steps=50,
+                          eval_every=0, ckpt_every=250, log_every=50, device="cpu", precision="auto"),
+        ae_train=TrainConfig(steps=800, batch_size=128, lr=3e-3, weight_decay=0.0, warmup_steps=50,
+                             eval_every=0, ckpt_every=200, log_every=50, device="cpu", precision="auto"),
         positives=128, seeds=3),
 }
 
@@ -154,6 +154,47 @@ def load_trained(folder: Path) -> tuple[Autoencoder, Classifier]:
     return ae.eval(), clf.eval()
 
 
+def read_image(image: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(image (1, 1, 28, 28) in [0, 1], its lesion mask (1, 28, 28) or None)`` from an image file (made grey and
+    resized to 28 x 28) or ``lesions:N`` (test image N of the lesion set, with its mask)."""
+    if image.startswith("lesions:"):
+        from paperzoo.data.lesions import load_lesions
+
+        n = image.split(":", 1)[1]
+        if not n.isdigit() or int(n) >= 10_000:
+            raise ValueError(f"--image lesions:N needs N in 0..9999 (a test image), got {image!r}")
+        s = load_lesions("test", DATA_SEED, int(n) + 1)
+        return s.images[-1:], s.masks[-1:]
+    from PIL import Image
+
+    path = Path(image)
+    if not path.is_file():
+        raise ValueError(f"--image {image}: no such file (or pass lesions:N)")
+    grey = Image.open(path).convert("L").resize((28, 28), Image.Resampling.BILINEAR)
+    return torch.frombuffer(bytearray(grey.tobytes()), dtype=torch.uint8).float().view(1, 1, 28, 28) / 255.0, None
+
+
+def explain_checkpoint(checkpoint: Path, image: str, target: int, out: Path, panel: Path | None = None,
+                       frames: int = 10) -> str:
+    """``paperzoo explain latent-shift``: the trained models of a job folder explain ``image`` for ``target`` with
+    the paper's settings; writes the animation ``out`` (.gif or .mp4) and optionally a PNG ``panel`` with the
+    Captum baselines. Returns a one-line summary."""
+    from .baselines import baseline_maps
+    from .views import save_animation, save_panel
+
+    if Path(out).suffix not in (".gif", ".mp4"):
+        raise ValueError(f"--out must end in .gif or .mp4, got {out}")
+    ae, clf = load_trained(checkpoint)
+    x, mask = read_image(image)
+    r = LatentShift(clf, ae).attribute(x, target, frames=frames, output="logits")
+    save_animation(x, r.frames, out)
+    if panel is not None:
+        maps = {"latent_shift": r.map, **baseline_maps(clf, x, target, methods=GRADIENT_BASELINES)}
+        save_panel(x, mask, r.counterfactual, maps, panel)
+    return (f"target {target}: prediction {float(r.preds[0, 0]):.3f} -> {float(r.preds[0, -1]):.3f} at lambda "
+            f"{float(r.stop_lambda[0]):.4g}, stopped by {r.rule[0]}")
+
+
 def _auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """ROC AUC by ranks (Mann-Whitney)."""
     from scipy.stats import rankdata
@@ -193,7 +234,7 @@ def _maps(clf, ae, x, target, p: LatentShiftPreset, seed: int, latent_direction=
     from .baselines import baseline_maps
     from .explain import shift_map
 
-    ls = _explain(LatentShift(clf, ae), x, target, p.explain_batch, frames=p.frames,
+    ls = _explain(LatentShift(clf, ae), x, target, p.explain_batch, frames=p.frames, output="logits",
                   latent_direction=latent_direction)
     maps = {"latent_shift": ls["map"], "latent_shift_last": shift_map(ls["frames"], "last"),
             "latent_shift_int": shift_map(ls["frames"], "int")}
@@ -207,6 +248,9 @@ def explain_job(job: Job, out: Path, resume: bool, progress: bool, p: LatentShif
 
     from .evaluate import matched_iou, pointing_game, rank_correlation
 
+    import time
+
+    began = time.perf_counter()
     torch.manual_seed(job.seed)
     ae, clf = load_trained(Job("models", job.seed).folder(run_dir))
     test = load_lesions("test", DATA_SEED, 2000)
@@ -257,7 +301,7 @@ def explain_job(job: Job, out: Path, resume: bool, progress: bool, p: LatentShif
     sanity["latent_shift/random_direction_iou"] = float(matched_iou(nmaps["latent_shift"], masks).mean())
     sanity["latent_shift/random_direction_reached_drop"] = float(nls["reached"].float().mean())
     return {"per_method": per, "quality": quality, "sanity": sanity, "n_positives": len(idx),
-            "examples": _examples(out, x, masks, target, maps, ls)}
+            "examples": _examples(out, x, masks, target, maps, ls), "explain_seconds": time.perf_counter() - began}
 
 
 @torch.no_grad()
