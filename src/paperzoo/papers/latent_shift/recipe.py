@@ -378,8 +378,9 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                                 for m in ("latent_shift", *GRADIENT_BASELINES)}, run_dir / "iou_by_target.png",
                                title="IoU by target", ylabel="IoU")]
     first = Job("explain", 0).folder(run_dir)
-    plots += [first / f for f in ("maps.png", "counterfactuals.gif")]
-    (run_dir / "counterfactuals.mp4").write_bytes((first / "counterfactuals.mp4").read_bytes())
+    for f in ("maps.png", "counterfactuals.gif", "counterfactuals.mp4"):  # seed 0's pictures, beside the report
+        (run_dir / f).write_bytes((first / f).read_bytes())
+    plots += [run_dir / "maps.png", run_dir / "counterfactuals.gif"]
     details = {"by target (mean over seeds)": _by_target(per), "per seed models": trained.of("models"),
                "stop rules (seed 0)": quality[0]["stop_rules"],
                "data": f"Fashion-MNIST with lesions (paperzoo.data.lesions, seed {DATA_SEED}); "
