@@ -244,19 +244,23 @@ def _maps(clf, ae, x, target, p: LatentShiftPreset, seed: int, latent_direction=
 
 def explain_job(job: Job, out: Path, resume: bool, progress: bool, p: LatentShiftPreset, run_dir: Path) -> dict:
     """Every measurement of one seed's models (see the module docstring); a JSON-ready dict."""
+    import time
+
     from paperzoo.data.lesions import load_lesions
+    from paperzoo.train.metrics import say
 
     from .evaluate import matched_iou, pointing_game, rank_correlation
 
-    import time
-
     began = time.perf_counter()
+    note = (lambda msg: say(f"{job}: {msg} ({time.perf_counter() - began:.0f} s)")) if progress else (lambda m: None)
     torch.manual_seed(job.seed)
     ae, clf = load_trained(Job("models", job.seed).folder(run_dir))
     test = load_lesions("test", DATA_SEED, 2000)
     idx, target = positives(test, p.positives)
     x, masks, clean = test.images[idx], test.masks[idx], test.clean[idx]
+    note(f"explaining {len(idx)} positives with Latent Shift and the baselines")
     maps, ls = _maps(clf, ae, x, target, p, job.seed)
+    note("faithfulness measures")
 
     per: dict[str, dict[str, float]] = {}
     for name, m in maps.items():
@@ -284,6 +288,7 @@ def explain_job(job: Job, out: Path, resume: bool, progress: bool, p: LatentShif
                "stop_rules": {r: ls["rule"].count(r) for r in sorted(set(ls["rule"]))},
                "detected": float(_detected(clf, x, target).float().mean())}
     # sanity checks: a re-initialised classifier; a random latent direction of the gradient's norm
+    note("sanity checks")
     torch.manual_seed(10_000 + job.seed)
     rand_clf = Classifier(clf.config).eval()
     rmaps, _ = _maps(rand_clf, ae, x, target, p, job.seed)
