@@ -369,7 +369,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
         for m in METHODS:
             measurements[f"{m} {metric}"] = vals(m, metric)
     for t in TARGETS:
-        for m in METHODS:
+        for m in ("latent_shift", *GRADIENT_BASELINES):
             measurements[f"{m} iou ({t})"] = vals(m, "iou", t)
     for k in ("reached_drop", "moved_inside", "moved_outside", "lesion_removed", "recon_error_positives"):
         measurements[f"counterfactual {k}"] = [q[k] for q in quality]
