@@ -7,7 +7,6 @@ import torch
 from torch import nn
 
 from paperzoo.papers.latent_shift import GIFSPLANATION, LATENTSHIFT, PAPER, LatentShift, lambda_grid, shift_map
-from paperzoo.papers.latent_shift.model import Autoencoder, AutoencoderConfig, Classifier, ClassifierConfig
 
 
 class ToyAE(nn.Module):
@@ -168,7 +167,7 @@ def test_double_sigmoid_guard():
     with pytest.raises(ValueError, match="outside \\[0, 1\\].*logits"):
         LatentShift(clf, ae).attribute(x * 0 + 0.5, 0, output="probs", **kw)  # logits called probabilities
     squashed = LatentShift(Probs(clf).eval(), ae).attribute(x, 0, output="logits", **kw)
-    assert squashed.search_preds.nan_to_num(1.0).min() >= 0.5  # what the guard prevents: sigmoid(p) lives in [0.5, 0.731]
+    assert squashed.search_preds.nan_to_num(1.0).min() >= 0.5  # what the guard prevents: sigmoid(p) in [0.5, 0.731]
 
 
 def test_batched_equals_one_at_a_time_and_chunks_change_nothing(one_thread):
