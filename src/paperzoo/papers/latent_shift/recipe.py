@@ -71,14 +71,14 @@ PRESETS = {
         ae_train=TrainConfig(steps=40, batch_size=64, lr=3e-3, warmup_steps=4, eval_every=0, ckpt_every=20,
                              log_every=10, device="cpu"),
         train_size=2048, positives=6, frames=4, ig_steps=8, deletion_steps=4, seeds=2),
-    # the CPU reproduction (sizes in the README: measured so that 3 seeds fit ~25 minutes on 2 cores)
+    # the CPU reproduction, sized for ~10 minutes of the shared lock on 2 cores with --workers 3 (README)
     "small": LatentShiftPreset(
         model={"autoencoder": AutoencoderConfig.preset("small"), "classifier": ClassifierConfig.preset("small")},
-        train=TrainConfig(steps=1000, batch_size=128, lr=3e-3, weight_decay=0.01, warmup_steps=50,
-                          eval_every=0, ckpt_every=250, log_every=50, device="cpu", precision="auto"),
-        ae_train=TrainConfig(steps=800, batch_size=128, lr=3e-3, weight_decay=0.0, warmup_steps=50,
+        train=TrainConfig(steps=800, batch_size=128, lr=3e-3, weight_decay=0.01, warmup_steps=50,
+                          eval_every=0, ckpt_every=200, log_every=50, device="cpu", precision="auto"),
+        ae_train=TrainConfig(steps=600, batch_size=128, lr=3e-3, weight_decay=0.0, warmup_steps=50,
                              eval_every=0, ckpt_every=200, log_every=50, device="cpu", precision="auto"),
-        positives=128, seeds=3),
+        positives=100, seeds=3),
 }
 
 
