@@ -18,6 +18,7 @@ def tiny_run(tmp_path_factory):
     mp.setenv("PAPERZOO_RUNS", str(tmp / "runs"))
     t = recipe.PRESETS["tiny"]
     small = dataclasses.replace(t, seeds=1, train_size=1024, positives=3, frames=3, ig_steps=4, deletion_steps=2,
+                                explain_batch=4,  # smaller than the 6 positives: the batching is exercised
                                 train=dataclasses.replace(t.train, steps=30, ckpt_every=15),
                                 ae_train=dataclasses.replace(t.ae_train, steps=30, ckpt_every=15))
     mp.setitem(recipe.PRESETS, "tiny", small)
