@@ -220,7 +220,7 @@ def positives(test, per_target: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _explain(ls: LatentShift, x, target, batch: int, latent_direction=None, **kw):
     """Latent Shift over ``x`` in batches of ``batch`` images; the results' fields concatenated."""
-    parts = [ls.attribute(x[i:i + batch], target[i:i + batch], internal_batch_size=4096,
+    parts = [ls.attribute(x[i:i + batch], target[i:i + batch], internal_batch_size=64,
                           latent_direction=None if latent_direction is None else latent_direction[i:i + batch], **kw)
              for i in range(0, len(x), batch)]
     cat = {f: torch.cat([getattr(r, f) for r in parts]) for f in ("frames", "lambdas", "preds", "map",
