@@ -59,3 +59,15 @@ def test_explain_cli_writes_the_animation_and_panel(tiny_run, tmp_path):
     wrong = CliRunner().invoke(app, ["explain", "latent-shift", "--checkpoint", str(tiny_run / "models" / "seed-0"),
                                      "--image", "lesions:3", "--target", "5", "--out", str(gif)])
     assert wrong.exit_code == 2 and "target 5 is not an output" in wrong.output
+
+
+def test_read_image_from_a_file(tmp_path):
+    from PIL import Image
+
+    Image.new("L", (56, 56), 255).save(tmp_path / "white.png")
+    x, mask = recipe.read_image(str(tmp_path / "white.png"))
+    assert x.shape == (1, 1, 28, 28) and mask is None and x.eq(1).all()  # made grey, resized, in [0, 1]
+    with pytest.raises(ValueError, match="no such file"):
+        recipe.read_image(str(tmp_path / "missing.png"))
+    with pytest.raises(ValueError, match="lesions:N needs N"):
+        recipe.read_image("lesions:x")
