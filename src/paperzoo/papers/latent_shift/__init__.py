@@ -15,7 +15,7 @@ register(Paper(
           "X-rays",
     arxiv="2102.09475",
     year=2021,
-    status="implemented",
+    status="verified",
     models=("Autoencoder", "Classifier"),
     recipes={"latent-shift": "paperzoo.papers.latent_shift.recipe:run"},
     benches={"latent-shift": "paperzoo.bench.latent_shift:run"},
