@@ -25,6 +25,8 @@ app = typer.Typer(help="paperzoo: papers you can run.", no_args_is_help=True, ad
 data_app = typer.Typer(help="Data sets: list, verify checksums, fetch from the public source.",
                        no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(data_app, name="data")
+explain_app = typer.Typer(help="Explain a trained classifier's prediction on an image.", no_args_is_help=True)
+app.add_typer(explain_app, name="explain")
 console = Console()
 
 
@@ -279,6 +281,25 @@ def export(
     checked = " (checked against PyTorch with onnxruntime)" if fmt == "onnx" and verify else (
         " (not checked: --no-verify)" if fmt == "onnx" else "")
     console.print(f"wrote {path}{checked}")
+
+
+@explain_app.command("latent-shift")
+def explain_latent_shift(
+    checkpoint: Path = typer.Option(..., "--checkpoint",
+                                    help="A job folder of `paperzoo reproduce latent-shift` (models/seed-K)."),
+    image: str = typer.Option(..., "--image", help="A grey image file (PNG, ...; resized to 28x28), or "
+                                                   "lesions:N for test image N of the lesion set."),
+    target: int = typer.Option(..., "--target", help="Output of the classifier to explain (0 bright, 1 dark)."),
+    out: Path = typer.Option(Path("anim.gif"), "--out", help="Animation to write: .gif or .mp4."),
+    panel: Path = typer.Option(None, "--panel", help="Also write a PNG panel of the map and the Captum baselines."),
+    frames: int = typer.Option(10, "--frames", min=2, help="Frames from lambda 0 to the stopping lambda."),
+) -> None:
+    """Latent Shift: the counterfactual path as an animation (and the maps as a PNG panel)."""
+    from paperzoo.papers.latent_shift.recipe import explain_checkpoint
+
+    with _one_line_errors():
+        info = explain_checkpoint(checkpoint, image, target, out, panel=panel, frames=frames)
+    console.print(f"wrote {out}" + (f" and {panel}" if panel else "") + f" ({info})", highlight=False)
 
 
 @data_app.command("list")

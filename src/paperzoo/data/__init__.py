@@ -15,6 +15,7 @@ from paperzoo.data.cifar import load_cifar10
 from paperzoo.data.download import DownloadError, download_file, fetch
 from paperzoo.data.fsdd import SpokenDigits, load_fsdd, pad_or_crop, read_fsdd_tar
 from paperzoo.data.idx import load_fashion_mnist, load_mnist, parse_idx, read_idx
+from paperzoo.data.lesions import LesionParams, LesionSet, insert_lesions, load_lesions
 from paperzoo.data.nerf import NerfScene, composite, focal_from_fov, holdout, load_blender, load_tiny_nerf
 from paperzoo.data.nerfies import Cameras, NerfiesCapture, load_nerfies, nerfies_rays
 from paperzoo.data.nonrigid import (
@@ -56,11 +57,14 @@ from paperzoo.data.text import (
 
 __all__ = [
     "ARCHIVES", "Archive", "ArrayDataset", "BuildInfo", "Cameras", "DATASETS", "DataIntegrityError",
-    "DataNotFoundError", "DatasetInfo", "DownloadError", "FileInfo", "ImageDataset", "NerfScene", "NerfiesCapture",
+    "DataNotFoundError", "DatasetInfo", "DownloadError", "FileInfo", "ImageDataset", "LesionParams", "LesionSet",
+    "NerfScene", "NerfiesCapture",
     "NonrigidTruth", "SpokenDigits", "TextDataset", "cache_root", "canonical_fields", "composite", "data_root",
     "data_root_source", "save_root", "saved_root_file",
-    "download_file", "fetch", "focal_from_fov", "generate_nonrigid", "get_info", "holdout", "is_present",
-    "load_agnews", "load_blender", "load_cifar10", "load_fashion_mnist", "load_fsdd", "load_imdb", "load_mnist",
+    "download_file", "fetch", "focal_from_fov", "generate_nonrigid", "get_info", "holdout", "insert_lesions",
+    "is_present",
+    "load_agnews", "load_blender", "load_cifar10", "load_fashion_mnist", "load_fsdd", "load_imdb", "load_lesions",
+    "load_mnist",
     "load_nerfies", "load_nonrigid_truth", "load_senteval", "load_sms_spam", "load_sst2", "load_tiny_nerf",
     "load_tinyshakespeare", "load_wikitext2", "load_youtube_spam", "nerfies_rays", "pad_or_crop", "parse_idx",
     "read_fsdd_tar", "read_idx", "read_imdb_csv", "render_nonrigid", "require", "seeded_split", "sha256_file",
