@@ -231,7 +231,7 @@ def markdown_file(rows: Iterable[BenchResult | Mapping[str, Any]], meta: Mapping
              f"- machine: {m.get('cpu', '?')}, {m.get('cpu_usable', m.get('cpu_count', '?'))} cores, "
              f"torch {m.get('torch', '?')} with {m.get('torch_threads', '?')} threads"
              + (f", load average {meta['load_average']}" if meta.get("load_average") else ""),
-             f"- measured fp32 matmul peak: {_f(peak, '.1f')} GFLOP/s",
+             f"- measured {meta.get('peak_precision', 'fp32')} matmul peak: {_f(peak, '.1f')} GFLOP/s",
              f"- {_CAPTION}", "",
              markdown_table(rows)]
     notes = meta.get("notes")

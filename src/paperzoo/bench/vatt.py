@@ -3,10 +3,11 @@
 There is no complete PyTorch VATT to compare against, so the peer of every row is the same model without DropToken
 (keep 1.0) on the same batch: ratio = its step time / the row's (> 1: DropToken saves that much). Rows:
 
-* ``train step keep-k`` (the CPU ``small`` model, batch 32, bf16 where fast): forward + backward of NCE + MIL-NCE,
-  with counted FLOPs, the fraction of the machine's matmul peak, the activation memory of the step (bytes autograd
-  saves) and the memory a materialised softmax attention would need at that token count (batch x heads x n^2 per
-  layer, video + audio; the fused kernels never hold it);
+* ``train step keep-k`` (the CPU ``small`` model, batch 32, bf16 where fast; then a ``wide`` model, d 256, 4
+  layers, 512 video + 256 audio tokens, batch 8, whose step the matmuls and attention dominate): forward + backward
+  of NCE + MIL-NCE, with counted FLOPs, the fraction of the machine's matmul peak, the activation memory of the step
+  (bytes autograd saves) and the memory a materialised softmax attention would need at that token count
+  (batch x heads x n^2 per layer, video + audio; the fused kernels never hold it);
 * in the meta, ``mbs_video_forward_counted``: the paper's ViT-Medium video backbone on one clip of 32 x 224 x 224,
   FLOPs counted on the meta device (nothing runs), against the paper's Table 7 (785 / 574 / 375 / 188 GFLOPs at keep
   1 / 0.75 / 0.5 / 0.25).
@@ -17,6 +18,7 @@ Environment: ``PAPERZOO_BENCH_QUICK=1`` runs the ``tiny`` model with few repeats
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -25,6 +27,7 @@ import torch
 from paperzoo.bench.results import BenchResult
 from paperzoo.measure import activation_bytes, count_flops, loglog_slope, machine_peak_gflops, time_interleaved
 from paperzoo.papers.vatt import VATT, VATTConfig, VATTLoss
+from paperzoo.papers.vatt.model import DropToken, backbone
 
 KEEP_RATES = (1.0, 0.75, 0.5, 0.25)
 PAPER_GFLOPS = {1.0: 784.8, 0.75: 574.2, 0.5: 375.4, 0.25: 188.1}  # Table 7, VATT-MBS
@@ -47,21 +50,14 @@ def _attention_mib(cfg: VATTConfig, b: int, keep: float) -> float:
     return total / 2**20
 
 
-def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
-    """Time every keep rate; returns ``(rows, meta)`` for :func:`paperzoo.bench.run_bench`."""
-    from paperzoo.train.precision import resolve_precision
-
-    quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
-    preset, b = ("tiny", 8) if quick else ("small", 32)
-    n = repeats or (2 if quick else 8)
-    amp = resolve_precision("auto", "cpu")
-    dtype = torch.bfloat16 if amp.used == "bf16" else torch.float32
-    peak = machine_peak_gflops(dtype)
+def _keep_rate_rows(cfg: VATTConfig, case: str, b: int, n: int, amp, peak: float) -> tuple[list[BenchResult],
+                                                                                          list[float], list[int]]:
+    """Rows ``train step keep-k`` of one model (the same weights at every rate), each interleaved with keep 1.0."""
     loss = VATTLoss()
-    models, steps = {}, {}
+    models = {}
     for k in KEEP_RATES:
         torch.manual_seed(0)
-        m = VATT(VATTConfig.preset(preset, keep_rate=k)).train()
+        m = VATT(dataclasses.replace(cfg, keep_rate=k)).train()
         if models:
             m.load_state_dict(models[1.0].state_dict())  # the same weights at every rate
         models[k] = m
@@ -82,23 +78,45 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
         return f
 
     rows: list[BenchResult] = []
-    times, kept = [], []
+    times, kept, steps = [], [], {}
     for k, m in models.items():
         steps[k] = step(m)
         flops = count_flops(steps[k])
         act = activation_bytes(forward(m)) / 2**20
         pair = {f"keep-{k}": steps[k]} if k == 1.0 else {f"keep-{k}": steps[k], "keep-1.0": steps[1.0]}
         stats = time_interleaved(pair, warmup=1, repeats=n)
-        ours = stats[f"keep-{k}"].median
-        times.append(ours)
+        times.append(stats[f"keep-{k}"].median)
         kept.append(m.video_in.drop.keep + m.audio_in.drop.keep)
         rows.append(BenchResult.from_stats(
-            f"vatt train step keep-{k}", f"{preset} model, batch {b}, {amp.used}, fwd+bwd NCE + MIL-NCE",
+            f"vatt train step keep-{k}", f"{case}, batch {b}, {amp.used}, fwd+bwd NCE + MIL-NCE",
             stats if k != 1.0 else {f"keep-{k}": stats[f"keep-{k}"]}, flops=flops, peak_gflops=peak,
             video_tokens=m.video_in.drop.keep, audio_tokens=m.audio_in.drop.keep, activation_mib=round(act, 2),
             softmax_attention_mib=round(_attention_mib(m.cfg, b, k), 2), repeats=n))
+    return rows, times, kept
+
+
+def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
+    """Time every keep rate; returns ``(rows, meta)`` for :func:`paperzoo.bench.run_bench`."""
+    from paperzoo.train.precision import resolve_precision
+
+    quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
+    amp = resolve_precision("auto", "cpu")
+    peak = machine_peak_gflops(torch.bfloat16 if amp.used == "bf16" else torch.float32)
+    n = repeats or (2 if quick else 8)
+    rows, times, kept = _keep_rate_rows(VATTConfig.preset("tiny" if quick else "small"),
+                                        "tiny model" if quick else "small model", 8 if quick else 32, n, amp, peak)
+    slopes = {"small": round(loglog_slope(kept, times), 3)}
+    if not quick:  # a model big enough for the matmuls and attention to dominate: where DropToken's saving shows
+        wide = dataclasses.replace(VATTConfig.preset("small"), frames=16, size=64, audio_samples=32768,
+                                   video=backbone((4, 256, 4, 1024), dropout=0.0),
+                                   audio=backbone((4, 256, 4, 1024), dropout=0.0),
+                                   text=backbone((1, 256, 4, 1024), position="t5", dropout=0.0), word_dim=256,
+                                   post_dim=256)
+        more, t2, k2 = _keep_rate_rows(wide, "wide model (d 256, 4 layers, 512 video + 256 audio tokens)", 8,
+                                       max(2, n // 2), amp, peak)
+        rows += more
+        slopes["wide"] = round(loglog_slope(k2, t2), 3)
     mbs = {}
-    from paperzoo.papers.vatt.model import DropToken, backbone
 
     # the paper's video backbone, built once (small audio and text towers: only the video side is counted)
     cfg = VATTConfig.preset("mbs", audio=backbone((1, 64, 1, 64)), vocab_size=16,
@@ -111,8 +129,9 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     mbs_rows = {f"keep-{k}": {"gflops": round(g, 1), "ratio to keep 1": round(g / mbs[1.0], 3),
                               "paper gflops": PAPER_GFLOPS[k],
                               "paper ratio": round(PAPER_GFLOPS[k] / PAPER_GFLOPS[1.0], 3)} for k, g in mbs.items()}
-    meta = {"torch_threads": torch.get_num_threads(), "precision": amp.to_dict(),
-            "time_vs_kept_tokens_loglog_slope": round(loglog_slope(kept, times), 3),
+    meta = {"torch_threads": torch.get_num_threads(), "precision": amp.to_dict(), "peak_gflops": peak,
+            "peak_precision": amp.used,  # the rows' % peak is against the peak of the precision they ran in
+            "time_vs_kept_tokens_loglog_slope": slopes,
             "mbs_video_forward_counted": mbs_rows,
             "notes": ("Peer = the same model and weights without DropToken (keep 1.0), interleaved. FLOPs counted by "
                       "paperzoo.measure.count_flops (matmuls and attention). Activation memory = bytes autograd "
