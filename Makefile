@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -c constraints.txt torch==2.13.0
-	$(VENV)/bin/pip install -q -c constraints.txt -e '.[hf,deploy,nerf,hub,dev]'
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[hf,deploy,nerf,hub,ws,dev]'
 	touch $(STAMP)
 
 # the data folder found above, saved in the venv: later `.venv/bin/paperzoo ...` commands find it without the variable

@@ -107,7 +107,12 @@ def read_imdb_csv(path: str | os.PathLike, split: str) -> TextDataset:
     fold = "0" if split == "train" else "1"
     texts, labels = [], []
     with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-        for row in csv.DictReader(f):
+        reader = csv.DictReader(f)
+        missing = [c for c in ("text", "label", "fold") if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{path}: the IWS csv layout needs columns text, label, fold; missing {missing} "
+                             f"(found {reader.fieldnames})")
+        for row in reader:
             if row["fold"] == fold:
                 if row["label"] not in ("1", "-1"):
                     raise ValueError(f"imdb: expected label +1/-1, got {row['label']!r}")
