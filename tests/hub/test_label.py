@@ -1,0 +1,247 @@
+"""The /label page set: sign-in and CSRF on every route, sessions private to their owner (IDOR), bad input answered
+with a clear 4xx, the labelling loop (answer on the five-level scale, skip, undo, resume after a restart), escaped
+examples highlighted by spans, the held-out quality, the exports, and the answer-to-next-LF latency on YouTube spam.
+
+Most tests run on a small deterministic corpus (the IWS tests' ``sentiment_corpus``, with HTML payloads mixed into
+some documents) served as data set ``toy``; the real-data test reads YouTube spam."""
+
+import csv
+import io
+import json
+import sys
+import time
+from html import unescape
+from pathlib import Path
+
+import pytest
+from hub_helpers import all_routes, post, register
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "papers" / "iws"))
+from iws_corpus import sentiment_corpus  # noqa: E402
+
+PAYLOAD = '<script>alert("great")</script><img src=x onerror=alert(1)>'
+SID = "0123456789abcdef"
+
+
+def toy_split(name):
+    from paperzoo.data.text import TextDataset
+
+    texts, labels = sentiment_corpus(200)
+    texts = [t + (" " + PAYLOAD if i % 5 == 0 else "") for i, t in enumerate(texts)]
+    test_texts, test_labels = sentiment_corpus(60, seed=1)
+    classes = ("negative", "positive")
+    return TextDataset(texts, labels, classes), TextDataset(test_texts, test_labels, classes)
+
+
+@pytest.fixture(autouse=True)
+def label_state(monkeypatch):
+    """Fresh per-process caches, and the toy data set beside the real ones."""
+    from paperzoo.hub import label
+
+    real = label._split
+    monkeypatch.setattr(label, "_texts", {})
+    monkeypatch.setattr(label, "_prepared", {})
+    monkeypatch.setattr(label, "_open", type(label._open)())
+    monkeypatch.setitem(label.DATASETS, "toy", "Toy reviews")
+    monkeypatch.setattr(label, "_split", lambda name: toy_split(name) if name == "toy" else real(name))
+    return label
+
+
+def start(client, dataset="toy", seeds="great, positive", budget=30, **kw):
+    r = post(client, "/label/start", {"dataset": dataset, "seeds": seeds, "budget": budget, **kw})
+    assert r.status_code == 303, r.text
+    return r.headers["location"].rsplit("/", 1)[1]
+
+
+def pending(client, sid) -> tuple[int, int]:
+    """(LF, query number) of the page's pending query."""
+    import re
+
+    m = re.search(r'data-lf="(\d+)" data-number="(\d+)"', client.get(f"/label/{sid}").text)
+    assert m, "no pending LF on the page"
+    return int(m.group(1)), int(m.group(2))
+
+
+def answer(client, sid, level, lf=None):
+    lf = pending(client, sid)[0] if lf is None else lf
+    return post(client, f"/label/{sid}/answer", {"level": level, "lf": lf})
+
+
+def test_every_label_route_needs_a_signed_in_user(client):
+    for path in ("/label", f"/label/{SID}", f"/label/{SID}/quality", f"/label/{SID}/export/lfs.csv"):
+        r = client.get(path, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == f"/login?next={path}", path
+    for path, data in (("/label/start", {"dataset": "toy"}), (f"/label/{SID}/answer", {"level": 1, "lf": 0}),
+                       (f"/label/{SID}/skip", {"lf": 0}), (f"/label/{SID}/undo", {}), (f"/label/{SID}/delete", {})):
+        r = post(client, path, data)
+        assert r.status_code == 303 and r.headers["location"].startswith("/login"), path
+    assert "/label" not in client.get("/").text  # the navigation links it for signed-in users only
+    register(client, "alice")
+    assert 'href="/label"' in client.get("/").text
+
+
+def test_label_posts_need_the_csrf_token(app, client):
+    register(client, "alice")
+    sid = start(client)
+    lf, number = pending(client, sid)
+    posts = [r.path for r in all_routes(app) if r.path.startswith("/label") and "POST" in r.methods]
+    assert sorted(posts) == sorted(["/label/start", "/label/{sid}/answer", "/label/{sid}/skip", "/label/{sid}/undo",
+                                    "/label/{sid}/delete"])
+    for path in posts:
+        path = path.replace("{sid}", sid)
+        data = {"dataset": "toy", "level": 1, "lf": lf}
+        assert client.post(path, data=data, follow_redirects=False).status_code == 403, path
+        assert client.post(path, data={**data, "csrf_token": "0" * 64}, follow_redirects=False).status_code == 403
+    assert pending(client, sid) == (lf, number)  # nothing was answered, skipped, undone or deleted
+    assert client.get(f"/label/{sid}").status_code == 200
+
+
+def test_sessions_are_invisible_to_other_users(client, new_client, label_state):
+    register(client, "alice")
+    sid = start(client)
+    answer(client, sid, 1)
+    lf, number = pending(client, sid)
+    bob, anon = new_client(), new_client()
+    register(bob, "bob")
+    gets = [f"/label/{sid}", f"/label/{sid}/quality"] + [f"/label/{sid}/export/{w}.{f}" for w in ("lfs", "labels")
+                                                          for f in ("csv", "json")]
+    for path in gets:
+        r = bob.get(path, follow_redirects=False)
+        assert r.status_code == 404 and sid not in r.text and "great" not in r.text, path
+        assert anon.get(path, follow_redirects=False).status_code == 303, path
+    assert sid not in bob.get("/label").text  # not in bob's list of sessions
+    label_state._open.clear()  # and not through the files either (a restarted hub)
+    for path, data in ((f"/label/{sid}/answer", {"level": 1, "lf": lf}), (f"/label/{sid}/skip", {"lf": lf}),
+                       (f"/label/{sid}/undo", {}), (f"/label/{sid}/delete", {})):
+        assert post(bob, path, data).status_code == 404, path
+    assert pending(client, sid) == (lf, number) and sid in client.get("/label").text  # alice's is untouched
+
+
+def test_bad_input_gets_a_clear_answer(client):
+    register(client, "alice")
+    r = post(client, "/label/start", {"dataset": "mnist"})
+    assert r.status_code == 400 and "unknown data set" in unescape(r.text) and "youtube" in unescape(r.text)
+    r = post(client, "/label/start", {"dataset": "toy", "budget": 0})
+    assert r.status_code == 400 and "budget must be an integer in [1, 1000]" in unescape(r.text)
+    r = post(client, "/label/start", {"dataset": "toy", "acquisition": "bald"})
+    assert r.status_code == 400 and "unknown acquisition" in unescape(r.text)
+    r = post(client, "/label/start", {"dataset": "toy", "seeds": "great"})
+    assert r.status_code == 400 and "line 1 must be 'term, class'" in unescape(r.text)
+    r = post(client, "/label/start", {"dataset": "toy", "seeds": "zebra, positive"})
+    assert r.status_code == 400 and "no candidate LF 'zebra'" in unescape(r.text)
+    for sid in (SID, "../../etc/passwd", "ABC", "0123456789abcdeg"):
+        assert client.get(f"/label/{sid}").status_code == 404, sid
+    sid = start(client)
+    lf, number = pending(client, sid)
+    for level in (0, 6, -1):
+        r = answer(client, sid, level, lf)
+        assert r.status_code == 400 and "answer must be an integer in [1, 5]" in unescape(r.text), level
+    assert answer(client, sid, "useful", lf).status_code == 422
+    r = answer(client, sid, 1, lf + 1)  # a stale page answering another LF
+    assert r.status_code == 409 and "not the pending query" in unescape(r.text)
+    assert client.get(f"/label/{sid}/export/model.csv").status_code == 404
+    assert client.get(f"/label/{sid}/export/lfs.xlsx").status_code == 404
+    r = post(client, f"/label/{sid}/undo")
+    assert r.status_code == 409 and "nothing to undo" in unescape(r.text)
+    assert pending(client, sid) == (lf, number)
+
+
+def test_label_loop_answer_skip_undo_resume_export(client, label_state, tmp_path):
+    from paperzoo.papers.iws import LEVELS
+
+    register(client, "alice")
+    sid = start(client, budget=8)
+    seen = []
+    for level in (1, 2, 3, 4, 5):
+        lf, number = pending(client, sid)
+        assert number == len(seen) + 1
+        assert answer(client, sid, level, lf).status_code == 303
+        seen.append(lf)
+    lf, number = pending(client, sid)
+    assert post(client, f"/label/{sid}/skip", {"lf": lf}).status_code == 303
+    assert pending(client, sid)[1] == 6  # a skip is not an answer
+    assert post(client, f"/label/{sid}/undo").status_code == 303
+    assert pending(client, sid) == (lf, 6)  # the skipped LF is back
+    post(client, f"/label/{sid}/undo")
+    assert pending(client, sid) == (seen[-1], 5)  # the last answer is taken back
+    answer(client, sid, 5)
+    state = json.loads((tmp_path / "label" / "1" / f"{sid}.iws.json").read_text())
+    assert [e["level"] for e in state["events"]] == list(LEVELS)  # saved after every step, levels in key order
+    now = pending(client, sid)
+    label_state._open.clear()  # the hub restarts: the session resumes from its files
+    label_state._texts.clear()
+    label_state._prepared.clear()
+    assert pending(client, sid) == now
+    page = client.get("/label").text
+    assert sid in page and "5 / 8" in page
+    while True:  # to the end of the budget
+        r = client.get(f"/label/{sid}")
+        if "Finished" in r.text:
+            break
+        answer(client, sid, 1)
+    assert "the budget is spent" in r.text and 'data-lf="' not in r.text
+    lfs = list(csv.DictReader(io.StringIO(client.get(f"/label/{sid}/export/lfs.csv").text)))
+    got = json.loads(client.get(f"/label/{sid}/export/lfs.json").text)
+    assert [row["pattern"] for row in lfs] == [row["pattern"] for row in got]
+    assert {"pattern", "class", "coverage", "source", "level"} <= set(lfs[0])
+    assert ("great", "positive", "seed") in {(r["pattern"], r["class"], r["source"]) for r in got}
+    r = client.get(f"/label/{sid}/export/labels.csv")
+    assert r.headers["content-type"].startswith("text/csv")
+    assert f'filename="iws-toy-{sid}-labels.csv"' in r.headers["content-disposition"]
+    labels = list(csv.DictReader(io.StringIO(r.text)))
+    assert len(labels) == 200 and set(labels[0]) == {"doc", "covered", "label", "p_negative", "p_positive"}
+    assert len(json.loads(client.get(f"/label/{sid}/export/labels.json").text)) == 200
+    assert post(client, f"/label/{sid}/delete").status_code == 303
+    assert client.get(f"/label/{sid}").status_code == 404 and sid not in client.get("/label").text
+    assert not list((tmp_path / "label" / "1").glob(f"{sid}*"))
+
+
+def test_examples_are_escaped_and_highlighted_by_spans(client, label_state):
+    from paperzoo.hub.label import segments
+
+    assert segments("a great day, great", [(2, 7), (13, 18)]) == [("a ", False), ("great", True),
+                                                                   (" day, ", False), ("great", True)]
+    assert segments("abc", []) == [("abc", False)] and segments("abc", [(0, 3), (1, 2)]) == [("abc", True)]
+    register(client, "alice")
+    sid = start(client, seeds="-", budget=40)
+    pages = []
+    for _ in range(12):  # enough queries that payload documents are among the examples
+        pages.append(client.get(f"/label/{sid}").text)
+        answer(client, sid, 3)
+    html = "".join(pages)
+    assert "<script>alert" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;alert(" in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert '<mark class="ngram">' in html and "<mark>" in html
+
+
+def test_progress_and_held_out_quality(client):
+    register(client, "alice")
+    sid = start(client)
+    page = client.get(f"/label/{sid}").text
+    assert "query <b>0</b> of 30 answered" in page and "1 seed LFs" in page
+    assert f'data-src="/label/{sid}/quality"' in page
+    answer(client, sid, 1)
+    assert "query <b>1</b> of 30 answered" in client.get(f"/label/{sid}").text
+    q = client.get(f"/label/{sid}/quality").text
+    assert "held-out AUC" in q and "accuracy" in q
+
+
+@pytest.mark.data("youtube-spam")
+def test_youtube_answer_to_next_lf_under_a_second(client, one_thread):
+    """The UI's latency on a real data set: POST an answer and GET the next LF's page, after the start-up queries
+    (so every answer refits the 50-MLP ensemble and runs the acquisition)."""
+    register(client, "alice")
+    sid = start(client, dataset="youtube", seeds="", budget=40)
+    page = client.get(f"/label/{sid}").text
+    assert "YouTube spam" in page and "4 seed LFs" in page
+    times = []
+    for i in range(10):
+        lf, number = pending(client, sid)
+        t = time.perf_counter()
+        assert answer(client, sid, 1 if i % 2 else 5, lf).status_code == 303
+        assert client.get(f"/label/{sid}").status_code == 200
+        times.append(time.perf_counter() - t)
+    steady = sorted(times[5:])  # after the 4 random start-up queries and the first fit
+    print(f"answer -> next LF page: {[round(x, 3) for x in times]} s")
+    assert steady[len(steady) // 2] < 1.0, times
+    assert "held-out AUC" in client.get(f"/label/{sid}/quality").text
