@@ -13,6 +13,7 @@ import time
 from html import unescape
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hub_helpers import all_routes, post, register
 
@@ -96,7 +97,7 @@ def test_label_posts_need_the_csrf_token(app, client):
     assert client.get(f"/label/{sid}").status_code == 200
 
 
-def test_sessions_are_invisible_to_other_users(client, new_client, label_state):
+def test_sessions_are_invisible_to_other_users(client, new_client, label_state, backend):
     register(client, "alice")
     sid = start(client)
     answer(client, sid, 1)
@@ -218,30 +219,108 @@ def test_progress_and_held_out_quality(client):
     register(client, "alice")
     sid = start(client)
     page = client.get(f"/label/{sid}").text
-    assert "query <b>0</b> of 30 answered" in page and "1 seed LFs" in page
+    assert "answered <b>0</b> of 30" in page and "1 seed LFs" in page
     assert f'data-src="/label/{sid}/quality"' in page
+    assert 'aria-label="Search papers">' in page and 'name="q" placeholder="Search papers" value=""' in page
     answer(client, sid, 1)
-    assert "query <b>1</b> of 30 answered" in client.get(f"/label/{sid}").text
+    assert "answered <b>1</b> of 30" in client.get(f"/label/{sid}").text
     q = client.get(f"/label/{sid}/quality").text
     assert "held-out AUC" in q and "accuracy" in q
 
 
-@pytest.mark.data("youtube-spam")
-def test_youtube_answer_to_next_lf_under_a_second(client, one_thread):
-    """The UI's latency on a real data set: POST an answer and GET the next LF's page, after the start-up queries
-    (so every answer refits the 50-MLP ensemble and runs the acquisition)."""
+@pytest.mark.parametrize("dataset", [
+    pytest.param("youtube", marks=pytest.mark.data("youtube-spam")),
+    pytest.param("sms", marks=[pytest.mark.data("sms-spam"), pytest.mark.slow]),
+    pytest.param("imdb", marks=[pytest.mark.data("imdb"), pytest.mark.slow]),
+])
+def test_answer_to_next_lf_under_a_second(client, one_thread, dataset):
+    """The UI's latency on a real data set: POST an answer and GET the next LF's page (the refit of the 50-MLP
+    ensemble, the acquisition, the save, the examples with their highlights), 16 answers after the 4 random
+    start-up queries. Prints the figures the hub README quotes (``-s``)."""
+    from paperzoo.hub.label import DATASETS
+
     register(client, "alice")
-    sid = start(client, dataset="youtube", seeds="", budget=40)
+    t = time.perf_counter()
+    sid = start(client, dataset=dataset, seeds="", budget=40)
+    started = time.perf_counter() - t
     page = client.get(f"/label/{sid}").text
-    assert "YouTube spam" in page and "4 seed LFs" in page
+    assert DATASETS[dataset] in page and "4 seed LFs" in page
     times = []
-    for i in range(10):
+    for i in range(20):
         lf, number = pending(client, sid)
         t = time.perf_counter()
         assert answer(client, sid, 1 if i % 2 else 5, lf).status_code == 303
         assert client.get(f"/label/{sid}").status_code == 200
         times.append(time.perf_counter() - t)
-    steady = sorted(times[5:])  # after the 4 random start-up queries and the first fit
-    print(f"answer -> next LF page: {[round(x, 3) for x in times]} s")
-    assert steady[len(steady) // 2] < 1.0, times
+    acq = np.array(times[4:])  # every one of these refits the ensemble and runs LSE
+    t = time.perf_counter()
     assert "held-out AUC" in client.get(f"/label/{sid}/quality").text
+    print(f"\n{dataset}: start {started:.2f} s; answer -> next LF page over {len(acq)} acquisition answers: median "
+          f"{np.median(acq):.3f} s, p90 {np.quantile(acq, 0.9):.3f} s, max {acq.max():.3f} s; held-out quality "
+          f"fragment {time.perf_counter() - t:.2f} s")
+    assert np.median(acq) < 1.0, times
+
+
+@pytest.mark.data("youtube-spam")
+def test_label_flow_in_chromium(app, chromium_page, artifacts, one_thread):
+    """In Chromium, by keyboard: start on YouTube spam, answer 10 LFs, undo one, reload, resume from the list,
+    export; the held-out quality arrives, examples are highlighted, no script error or CSP violation."""
+    from hub_helpers import LiveServer
+
+    page = chromium_page
+    problems = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" and "404" not in m.text else None)
+    # every failed request but the browser's own favicon probe (the hub has no favicon)
+    page.on("response", lambda r: problems.append(f"{r.status} {r.url}")
+            if r.status >= 400 and not r.url.endswith("/favicon.ico") else None)
+    number = lambda: int(page.locator("section.lf").get_attribute("data-number"))  # noqa: E731
+    current = lambda: page.locator("section.lf").get_attribute("data-lf")  # noqa: E731
+    with LiveServer(app) as server:
+        url = server.url
+        page.goto(f"{url}/register")
+        page.fill("input[name=username]", "alice")
+        page.fill("input[name=password]", "correct horse 1")
+        with page.expect_navigation():
+            page.click("form.register button")
+        page.click("header a[href='/label']")
+        page.select_option("form.start select[name=dataset]", "youtube")
+        page.fill("form.start input[name=budget]", "30")
+        with page.expect_navigation():
+            page.click("form.start button")
+        assert page.locator("h1").inner_text() == "YouTube spam" and number() == 1
+        shown = []
+        for i in range(10):
+            shown.append(current())
+            assert page.locator("ol.examples li mark").count() >= 1  # the n-gram highlighted in the examples
+            with page.expect_navigation():
+                page.keyboard.press(str(1 + i % 5))
+            assert number() == i + 2
+        page.locator("#quality .quality").wait_for()
+        assert "held-out AUC" in page.locator("#quality").inner_text()
+        page.screenshot(path=str(artifacts / "label.png"), full_page=True)
+        with page.expect_navigation():
+            page.keyboard.press("u")
+        assert number() == 10 and current() == shown[-1]  # the 10th answer is taken back: its LF is shown again
+        page.reload()
+        assert number() == 10 and current() == shown[-1]
+        page.click("a.stop")
+        row = page.locator("table.label-sessions tbody tr").first
+        page.screenshot(path=str(artifacts / "label-sessions.png"), full_page=True)
+        assert "9 / 30" in row.inner_text()
+        with page.expect_navigation():
+            row.locator("a:text-is('resume')").click()
+        assert number() == 10 and current() == shown[-1]
+        with page.expect_navigation():
+            page.keyboard.press("1")  # answer it again
+        assert number() == 11
+        exports = {}
+        for name in ("lfs.csv", "labels.json"):
+            with page.expect_download() as d:
+                page.click(f"a[href$='/export/{name}']")
+            exports[name] = Path(d.value.path()).read_text()
+        rows = list(csv.DictReader(io.StringIO(exports["lfs.csv"])))
+        assert {r["source"] for r in rows} >= {"seed", "answered"} and all(r["pattern"] for r in rows)
+        labels = json.loads(exports["labels.json"])
+        assert len(labels) == 1564 and {"label", "p_spam", "p_ham", "covered"} <= set(labels[0])
+    assert not problems, problems

@@ -108,7 +108,26 @@ def prepared(name: str) -> Prepared:
             fps = fingerprints(lfs, 150)
             held = (lfs.outputs(lfs.fire(test.texts[:HELDOUT_MAX])), np.asarray(test.labels[:HELDOUT_MAX]))
             _prepared[name] = Prepared(name, texts, lfs, fps, held, SPECS[name].seeds if name in SPECS else ())
-        return _prepared[name]
+    warm_up()
+    return _prepared[name]
+
+
+_warm = threading.Event()
+
+
+def warm_up() -> None:
+    """One throwaway fit of the model of the expert, once a process: PyTorch's first fit costs ~1.5 s more than the
+    next ones (here), which would otherwise land on the expert's first answer after the start-up queries."""
+    if _warm.is_set():
+        return
+    import numpy as np
+
+    from paperzoo.papers.iws import EnsembleConfig, ExpertModel
+
+    x = np.random.default_rng(0).normal(size=(8, 150)).astype(np.float32)
+    y = np.arange(8, dtype=np.float32) % 2
+    ExpertModel(150, 1, EnsembleConfig(), 0).fit(x, y, np.ones(8, np.float32), np.zeros(8, np.int64), seed=0)
+    _warm.set()
 
 
 # ----------------------------------------------------------------------------------------------- sessions
@@ -160,7 +179,9 @@ def open_session(request: Request, user: User, sid: str) -> Open:
     name = json.loads(path.read_text())["dataset"]
     if name not in DATASETS:
         raise HTTPException(400, f"session {sid} is on data set {name!r}, which the labelling pages do not serve")
-    return _remember(path, IWSSession.load(path, training_texts(name)))
+    session = IWSSession.load(path, training_texts(name))
+    warm_up()
+    return _remember(path, session)
 
 
 def summaries(request: Request, user: User) -> list[dict[str, Any]]:
@@ -204,7 +225,7 @@ def _view(o: Open) -> dict[str, Any]:
             text = s.texts[e.doc]
             examples.append({"doc": e.doc, "segments": segments(e.snippet, e.spans), "before": e.offset > 0,
                              "after": e.offset + len(e.snippet) < len(text)})
-    return {"q": q, "examples": examples, "progress": s.progress(), "levels": list(zip(KEYS, LEVELS, strict=True)),
+    return {"query": q, "examples": examples, "progress": s.progress(), "levels": list(zip(KEYS, LEVELS, strict=True)),
             "n_docs": s.lfs.n_docs, "can_undo": bool(s.events), "has_heldout": s.heldout is not None}
 
 
