@@ -147,6 +147,19 @@ def test_bad_input_gets_a_clear_answer(client):
     assert pending(client, sid) == (lf, number)
 
 
+def test_a_missing_data_set_is_named(client, monkeypatch):
+    from paperzoo.data.store import DataNotFoundError
+    from paperzoo.papers.iws import recipe
+
+    def absent(name):
+        raise DataNotFoundError(f"data set {name} not found under /nowhere", name=name, folder="/nowhere")
+
+    monkeypatch.setattr(recipe, "load_split", absent)
+    register(client, "alice")
+    r = post(client, "/label/start", {"dataset": "youtube"})
+    assert r.status_code == 503 and "YouTube spam is not on this machine" in r.text and "/nowhere" in r.text
+
+
 def test_label_loop_answer_skip_undo_resume_export(client, label_state, tmp_path):
     from paperzoo.papers.iws import LEVELS
 
@@ -215,7 +228,7 @@ def test_examples_are_escaped_and_highlighted_by_spans(client, label_state):
     assert '<mark class="ngram">' in html and "<mark>" in html
 
 
-def test_progress_and_held_out_quality(client):
+def test_progress_and_held_out_quality(client, label_state):
     register(client, "alice")
     sid = start(client)
     page = client.get(f"/label/{sid}").text
@@ -225,13 +238,22 @@ def test_progress_and_held_out_quality(client):
     answer(client, sid, 1)
     assert "answered <b>1</b> of 30" in client.get(f"/label/{sid}").text
     q = client.get(f"/label/{sid}/quality").text
-    assert "held-out AUC" in q and "accuracy" in q
+    assert "after 1 answer," in q and "held-out AUC" in q and "accuracy" in q
+    o = next(iter(label_state._open.values()))
+    core = o.session.progress(quality=True)["heldout"]  # the core's estimate, computed in one piece
+    assert {k: v for k, v in o.quality[1].items() if k != "answers"} == core
+    assert f"held-out AUC <b>{core['auc']:.3f}</b>" in q
+    answer(client, sid, 5)
+    assert "after 2 answers," in client.get(f"/label/{sid}/quality").text  # the cache follows the state
+    post(client, f"/label/{sid}/undo")
+    assert "after 1 answer," in client.get(f"/label/{sid}/quality").text
 
 
 @pytest.mark.parametrize("dataset", [
     pytest.param("youtube", marks=pytest.mark.data("youtube-spam")),
     pytest.param("sms", marks=[pytest.mark.data("sms-spam"), pytest.mark.slow]),
     pytest.param("imdb", marks=[pytest.mark.data("imdb"), pytest.mark.slow]),
+    pytest.param("agnews", marks=[pytest.mark.data("agnews-partial"), pytest.mark.slow]),
 ])
 def test_answer_to_next_lf_under_a_second(client, one_thread, dataset):
     """The UI's latency on a real data set: POST an answer and GET the next LF's page (the refit of the 50-MLP

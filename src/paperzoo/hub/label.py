@@ -22,7 +22,7 @@ import re
 import secrets
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -133,8 +133,12 @@ def warm_up() -> None:
 # ----------------------------------------------------------------------------------------------- sessions
 @dataclass(eq=False)
 class Open:
+    """An open session: ``lock`` guards the session, ``quality_lock`` its held-out estimate (cached per state)."""
+
     session: Any  # IWSSession
-    lock: threading.Lock
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    quality_lock: threading.Lock = field(default_factory=threading.Lock)
+    quality: tuple[tuple, dict | None] | None = None  # (the state's events, the estimate)
 
 
 _open: OrderedDict[str, Open] = OrderedDict()
@@ -157,7 +161,7 @@ def session_path(request: Request, user: User, sid: str) -> Path:
 
 def _remember(path: Path, session) -> Open:
     with _open_lock:
-        o = _open[str(path)] = Open(session, threading.Lock())
+        o = _open[str(path)] = Open(session)
         _open.move_to_end(str(path))
         while len(_open) > OPEN_MAX:
             _open.popitem(last=False)
@@ -199,6 +203,33 @@ def summaries(request: Request, user: User) -> list[dict[str, Any]]:
     return sorted(out, key=lambda r: r["changed"], reverse=True)
 
 
+def heldout_quality(o: Open) -> dict[str, Any] | None:
+    """The label model's quality on the held-out set for the session's answers now: what
+    ``IWSSession.progress(quality=True)["heldout"]`` computes, split so that only choosing the final set holds the
+    session's lock and the label-model fit (seconds on AG News) never delays the next answer; cached per state."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from paperzoo.papers.iws.end_model import scores
+    from paperzoo.papers.iws.label_model import fit_label_model
+
+    with o.quality_lock:
+        with o.lock:
+            s = o.session
+            state = tuple((e["type"], e["lf"], e.get("level")) for e in s.events)
+            if s.heldout is None or (o.quality is not None and o.quality[0] == state):
+                return o.quality[1] if s.heldout is not None else None
+            chosen = s.final_lfs()
+            votes = s.lfs.outputs(columns=chosen)
+            (hv, hy), n, k, c, answers = s.heldout, s.lfs.n_docs, s.lfs.n_classes, s.config, s.n_answers
+        both = sp.vstack([votes, sp.csr_matrix(hv)[:, chosen]]).tocsr()  # unsupervised: train + held-out votes
+        soft = fit_label_model(both, k, c.label_model, c.seed)
+        held = {"lfs": len(chosen), "coverage": float(np.mean(soft.covered[n:])), "model": soft.model,
+                **scores(soft.probs[n:], hy), "answers": answers}
+        o.quality = (state, held)
+        return held
+
+
 def segments(snippet: str, spans: list[tuple[int, int]]) -> list[tuple[str, bool]]:
     """``snippet`` cut at the highlight ``spans``: ``[(text, highlighted), ...]`` (the template escapes each)."""
     out, at = [], 0
@@ -226,7 +257,8 @@ def _view(o: Open) -> dict[str, Any]:
             examples.append({"doc": e.doc, "segments": segments(e.snippet, e.spans), "before": e.offset > 0,
                              "after": e.offset + len(e.snippet) < len(text)})
     return {"query": q, "examples": examples, "progress": s.progress(), "levels": list(zip(KEYS, LEVELS, strict=True)),
-            "n_docs": s.lfs.n_docs, "can_undo": bool(s.events), "has_heldout": s.heldout is not None}
+            "n_docs": s.lfs.n_docs, "n_classes": s.lfs.n_classes, "can_undo": bool(s.events),
+            "has_heldout": s.heldout is not None}
 
 
 def _refuse(e: ValueError) -> HTTPException:
@@ -276,10 +308,7 @@ def show(request: Request, sid: str, user: User = Depends(require_user)):
 @router.get("/label/{sid}/quality", response_class=HTMLResponse)
 def quality(request: Request, sid: str, user: User = Depends(require_user)):
     """The label model's quality on the held-out set now (a fragment the session page fetches after it shows)."""
-    o = open_session(request, user, sid)
-    with o.lock:
-        held = o.session.progress(quality=True).get("heldout")
-    return page(request, "label/_quality.html", held=held)
+    return page(request, "label/_quality.html", held=heldout_quality(open_session(request, user, sid)))
 
 
 @router.post("/label/{sid}/answer", dependencies=CSRF)
