@@ -49,7 +49,12 @@ def label_state(monkeypatch):
 
 
 def start(client, dataset="toy", seeds="great, positive", budget=30, **kw):
-    r = post(client, "/label/start", {"dataset": dataset, "seeds": seeds, "budget": budget, **kw})
+    """Start a session (asking again while the data set is being prepared, as the page does); its id."""
+    deadline = time.monotonic() + 600
+    while (r := post(client, "/label/start", {"dataset": dataset, "seeds": seeds, "budget": budget, **kw})
+           ).status_code == 202 and time.monotonic() < deadline:
+        assert "Preparing" in r.text
+        time.sleep(0.05)
     assert r.status_code == 303, r.text
     return r.headers["location"].rsplit("/", 1)[1]
 
@@ -126,13 +131,13 @@ def test_bad_input_gets_a_clear_answer(client):
     assert r.status_code == 400 and "budget must be an integer in [1, 1000]" in unescape(r.text)
     r = post(client, "/label/start", {"dataset": "toy", "acquisition": "bald"})
     assert r.status_code == 400 and "unknown acquisition" in unescape(r.text)
+    sid = start(client)  # the data set is built: the seed LFs are checked against its LFs
     r = post(client, "/label/start", {"dataset": "toy", "seeds": "great"})
     assert r.status_code == 400 and "line 1 must be 'term, class'" in unescape(r.text)
     r = post(client, "/label/start", {"dataset": "toy", "seeds": "zebra, positive"})
     assert r.status_code == 400 and "no candidate LF 'zebra'" in unescape(r.text)
-    for sid in (SID, "../../etc/passwd", "ABC", "0123456789abcdeg"):
-        assert client.get(f"/label/{sid}").status_code == 404, sid
-    sid = start(client)
+    for bad in (SID, "../../etc/passwd", "ABC", "0123456789abcdeg"):
+        assert client.get(f"/label/{bad}").status_code == 404, bad
     lf, number = pending(client, sid)
     for level in (0, 6, -1):
         r = answer(client, sid, level, lf)
@@ -145,6 +150,34 @@ def test_bad_input_gets_a_clear_answer(client):
     r = post(client, f"/label/{sid}/undo")
     assert r.status_code == 409 and "nothing to undo" in unescape(r.text)
     assert pending(client, sid) == (lf, number)
+
+
+def test_a_data_set_is_prepared_once_in_the_background(client, label_state, monkeypatch):
+    register(client, "alice")
+    seeds = 'great, positive\n"><script>alert(1)</script>, positive'
+    r = post(client, "/label/start", {"dataset": "toy", "budget": 7, "acquisition": "as", "seeds": seeds})
+    assert r.status_code == 202 and "Preparing Toy reviews" in r.text and 'class="retry"' in r.text
+    assert "<script>alert(1)" not in r.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in r.text
+    assert 'name="budget" value="7"' in r.text and 'name="acquisition" value="as"' in r.text
+    label_state._builds["toy"].join(60)
+    built = label_state._prepared["toy"]
+    r = post(client, "/label/start", {"dataset": "toy", "budget": 7, "seeds": seeds})
+    assert r.status_code == 400 and "no candidate LF '\"><script>alert(1)</script>'" in unescape(r.text)
+    assert "<script>alert(1)" not in r.text  # the form's seeds, checked once built, named escaped
+    sid = start(client, budget=7)
+    assert label_state._prepared["toy"] is built and len(label_state._builds) == 1  # built once, shared
+    assert "answered <b>0</b> of 7" in client.get(f"/label/{sid}").text
+
+    def broken(name):
+        raise ValueError("every document is empty")
+
+    monkeypatch.setattr(label_state, "prepared", broken)
+    label_state._prepared.clear()
+    assert post(client, "/label/start", {"dataset": "toy"}).status_code == 202
+    label_state._builds["toy"].join(60)
+    r = post(client, "/label/start", {"dataset": "toy"})
+    assert r.status_code == 500 and "building the candidate LFs of Toy reviews failed: every document is empty" in \
+        r.text
 
 
 def test_a_missing_data_set_is_named(client, monkeypatch):
@@ -308,8 +341,8 @@ def test_label_flow_in_chromium(app, chromium_page, artifacts, one_thread):
         page.click("header a[href='/label']")
         page.select_option("form.start select[name=dataset]", "youtube")
         page.fill("form.start input[name=budget]", "30")
-        with page.expect_navigation():
-            page.click("form.start button")
+        page.click("form.start button")  # the preparing page asks again by itself until the session starts
+        page.wait_for_selector("section.lf", timeout=60_000)
         assert page.locator("h1").inner_text() == "YouTube spam" and number() == 1
         shown = []
         for i in range(10):

@@ -11,8 +11,9 @@ Where things live:
   candidate LFs and fingerprints, ``.model.safetensors``: the model of the expert), saved after every answer, skip
   and undo by :class:`~paperzoo.papers.iws.IWSSession`. Only its owner's folder is ever looked in, so another
   user's session id answers 404 like any missing one.
-* the candidate LFs, fingerprints and held-out LF outputs of a data set are built once per process
-  (:func:`prepared`) and shared by every session started on it; open sessions stay in memory (:data:`_open`, the
+* the candidate LFs, fingerprints and held-out LF outputs of a data set are built once per process, in a
+  background thread while the start page waits (:func:`ready`, :func:`prepared`), and shared by every session
+  started on it; open sessions stay in memory (:data:`_open`, the
   most recent :data:`OPEN_MAX`), so answering costs one refit of the ensemble and one acquisition, not a reload.
 """
 
@@ -110,6 +111,35 @@ def prepared(name: str) -> Prepared:
             _prepared[name] = Prepared(name, texts, lfs, fps, held, SPECS[name].seeds if name in SPECS else ())
     warm_up()
     return _prepared[name]
+
+
+_builds: dict[str, threading.Thread] = {}
+_build_errors: dict[str, str] = {}
+
+
+def ready(name: str) -> bool:
+    """Whether data set ``name`` is prepared; if not, build it in a background thread (one per data set) so that the
+    start request answers at once (IMDB's LFs and fingerprints take a while) and the page asks again."""
+    if name in _prepared:
+        return True
+    training_texts(name)  # a missing data set fails here, at once
+    with _data_lock:
+        if name in _build_errors:
+            raise HTTPException(500, f"building the candidate LFs of {DATASETS[name]} failed: "
+                                     f"{_build_errors.pop(name)}")
+        t = _builds.get(name)
+        if t is None or not t.is_alive():
+            t = _builds[name] = threading.Thread(target=_build, args=(name,), name=f"label-prepare-{name}",
+                                                 daemon=True)
+            t.start()
+    return False
+
+
+def _build(name: str) -> None:
+    try:
+        prepared(name)
+    except Exception as e:  # reported to the next start request (ready) instead of dying in the thread
+        _build_errors[name] = str(getattr(e, "detail", None) or e)
 
 
 _warm = threading.Event()
@@ -283,6 +313,9 @@ def start(request: Request, user: User = Depends(require_user), dataset: str = F
         raise HTTPException(400, f"budget must be an integer in [1, {MAX_BUDGET}] answers, got {budget}")
     if acquisition not in ACQUISITIONS:
         raise HTTPException(400, f"unknown acquisition {acquisition!r}; valid: {', '.join(ACQUISITIONS)}")
+    if not ready(dataset):
+        form = {"dataset": dataset, "budget": budget, "acquisition": acquisition, "seeds": seeds}
+        return page(request, "label/preparing.html", status_code=202, form=form, dataset_name=DATASETS[dataset])
     data = prepared(dataset)
     try:
         pairs = data.seeds if not seeds.strip() else parse_seeds(seeds, data.lfs.classes)

@@ -1,4 +1,4 @@
-// /label session page: keyboard shortcuts (1-5 answer, s skip, u undo) and the held-out quality, fetched after the
+// /label pages: keyboard shortcuts (1-5 answer, s skip, u undo) and the held-out quality, fetched after the
 // page shows so that the next LF never waits for the label model.
 (function () {
   "use strict";
@@ -15,6 +15,9 @@
     button.form.requestSubmit(button);
   });
   window.addEventListener("pageshow", function () { sent = false; });
+  // the "preparing a data set" page asks again until the session starts
+  const retry = document.querySelector("form.retry");
+  if (retry) setTimeout(function () { retry.requestSubmit(); }, 1500);
   const box = document.getElementById("quality");
   if (box && box.dataset.src && !box.textContent.includes("no held-out")) {
     fetch(box.dataset.src, {credentials: "same-origin"})
