@@ -173,6 +173,7 @@ class Open:
 
 _open: OrderedDict[str, Open] = OrderedDict()
 _open_lock = threading.Lock()
+_load_lock = threading.Lock()
 
 
 def folder(request: Request, user: User) -> Path:
@@ -198,24 +199,32 @@ def _remember(path: Path, session) -> Open:
         return o
 
 
-def open_session(request: Request, user: User, sid: str) -> Open:
-    """``user``'s session ``sid``: from memory, else resumed from its files."""
-    path = session_path(request, user, sid)
+def _lookup(path: Path) -> Open | None:
     with _open_lock:
         o = _open.get(str(path))
         if o is not None:
             _open.move_to_end(str(path))
-            return o
+        return o
+
+
+def open_session(request: Request, user: User, sid: str) -> Open:
+    """``user``'s session ``sid``: from memory, else resumed from its files."""
     import json
 
     from paperzoo.papers.iws import IWSSession
 
-    name = json.loads(path.read_text())["dataset"]
-    if name not in DATASETS:
-        raise HTTPException(400, f"session {sid} is on data set {name!r}, which the labelling pages do not serve")
-    session = IWSSession.load(path, training_texts(name))
-    warm_up()
-    return _remember(path, session)
+    path = session_path(request, user, sid)
+    if (o := _lookup(path)) is not None:
+        return o
+    with _load_lock:  # two requests on a session that is not open yet must not load two copies of it
+        if (o := _lookup(path)) is not None:
+            return o
+        name = json.loads(path.read_text())["dataset"]
+        if name not in DATASETS:
+            raise HTTPException(400, f"session {sid} is on data set {name!r}, which the labelling pages do not serve")
+        session = IWSSession.load(path, training_texts(name))
+        warm_up()
+        return _remember(path, session)
 
 
 def summaries(request: Request, user: User) -> list[dict[str, Any]]:
