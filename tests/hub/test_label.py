@@ -240,7 +240,7 @@ def test_label_loop_answer_skip_undo_resume_export(client, label_state, tmp_path
     assert len(json.loads(client.get(f"/label/{sid}/export/labels.json").text)) == 200
     assert post(client, f"/label/{sid}/delete").status_code == 303
     assert client.get(f"/label/{sid}").status_code == 404 and sid not in client.get("/label").text
-    assert not list((tmp_path / "label" / "1").glob(f"{sid}*"))
+    assert not list((tmp_path / "label" / "1").rglob(f"{sid}*"))  # its files and exports are gone
 
 
 def test_examples_are_escaped_and_highlighted_by_spans(client, label_state):

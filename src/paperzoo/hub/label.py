@@ -13,8 +13,8 @@ Where things live:
   user's session id answers 404 like any missing one.
 * the candidate LFs, fingerprints and held-out LF outputs of a data set are built once per process, in a
   background thread while the start page waits (:func:`ready`, :func:`prepared`), and shared by every session
-  started on it; open sessions stay in memory (:data:`_open`, the
-  most recent :data:`OPEN_MAX`), so answering costs one refit of the ensemble and one acquisition, not a reload.
+  started on it; open sessions stay in memory (:data:`_open`, the most recent :data:`OPEN_MAX`), so answering
+  costs one refit of the ensemble and one acquisition, not a reload.
 """
 
 from __future__ import annotations
@@ -395,8 +395,8 @@ def delete(request: Request, sid: str, user: User = Depends(require_user)):
     path = session_path(request, user, sid)
     with _open_lock:
         _open.pop(str(path), None)
-    for p in path.parent.glob(f"{sid}.iws.json*"):  # the state and its sidecars
-        p.unlink()
+    for p in [*path.parent.glob(f"{sid}.iws.json*"), *path.parent.glob(f"exports/{sid}-*")]:
+        p.unlink()  # the state, its sidecars, its exports
     return RedirectResponse("/label", status_code=303)
 
 
