@@ -314,7 +314,7 @@ def test_the_app_hashes_with_argon2id_default_costs():
 
 
 def test_a_page_set_plugs_in(settings, tmp_path):
-    """What a new page set (e.g. /label) does: its router and templates through create_app, the shared auth, CSRF
+    """What a new page set does (as /label does): its router and templates through create_app, the shared auth, CSRF
     and base template."""
     from fastapi import APIRouter, Depends, Form, Request
     from fastapi.testclient import TestClient
@@ -329,21 +329,21 @@ def test_a_page_set_plugs_in(settings, tmp_path):
     router = APIRouter(include_in_schema=False)
     got = []
 
-    @router.get("/label")
+    @router.get("/pageset")
     def label(request: Request, db=DB, user=Depends(require_user)):
         return page(request, "label.html", n=user.username)
 
-    @router.post("/label", dependencies=[Depends(verify_csrf)])
+    @router.post("/pageset", dependencies=[Depends(verify_csrf)])
     def save(vote: str = Form(...), db=DB, user=Depends(require_user)):
         got.append((user.username, vote))
         return {"ok": True}
 
     app = create_app(settings, routers=[router], template_dirs=[tmp_path / "tpl"])
     with TestClient(app) as c:
-        assert c.get("/label", follow_redirects=False).headers["location"].startswith("/login")
+        assert c.get("/pageset", follow_redirects=False).headers["location"].startswith("/login")
         register(c, "labeller")
-        body = c.get("/label").text
+        body = c.get("/pageset").text
         assert "<h1>Label labeller</h1>" in body and "paperzoo hub" in body  # inside the hub's base template
-        assert c.post("/label", data={"vote": "1"}).status_code == 403
-        assert post(c, "/label", {"vote": "1"}).status_code == 200 and got == [("labeller", "1")]
+        assert c.post("/pageset", data={"vote": "1"}).status_code == 403
+        assert post(c, "/pageset", {"vote": "1"}).status_code == 200 and got == [("labeller", "1")]
     app.state.engine.dispose()

@@ -31,7 +31,7 @@ def _csrf_field(ctx) -> Markup:
 
 
 def create_app(settings: Settings, routers: Sequence = (), template_dirs: Sequence[Path] = ()) -> FastAPI:
-    from . import api, feeds, web
+    from . import api, feeds, label, web
 
     app = FastAPI(title="paperzoo hub", version="1", docs_url="/api/docs", redoc_url=None,
                   openapi_url="/api/openapi.json",
@@ -82,6 +82,7 @@ def create_app(settings: Settings, routers: Sequence = (), template_dirs: Sequen
     app.include_router(web.router)
     app.include_router(feeds.router)
     app.include_router(api.router)
+    app.include_router(label.router)
     for r in routers:
         app.include_router(r)
     return app

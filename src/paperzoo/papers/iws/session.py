@@ -193,6 +193,18 @@ class IWSSession:
         s._save()
         return s
 
+    @classmethod
+    def start(cls, texts: Sequence[str], lfs: CandidateLFs, fps: np.ndarray, config: SessionConfig | None = None,
+              seed_lfs: Sequence[int] = (), dataset: str = "", path: str | os.PathLike | None = None,
+              heldout: tuple[sp.spmatrix, np.ndarray] | None = None) -> IWSSession:
+        """Start a session from candidate LFs and fingerprints built once and shared (what the web UI caches per
+        data set); saved at ``path`` like :meth:`create`'s. ``heldout``: (its LF outputs, its labels)."""
+        s = cls(texts, lfs, fps, config, seed_lfs, dataset, path, heldout)
+        s._save_lfs()
+        s.next_query()
+        s._save()
+        return s
+
     # ----------------------------------------------------------------------------------------------- the loop
     @property
     def n_answers(self) -> int:
