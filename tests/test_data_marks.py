@@ -41,7 +41,8 @@ def run(pytester, monkeypatch):
         monkeypatch.setenv("PAPERZOO_DATA", str(root))
         for k, v in env.items():
             monkeypatch.setenv(k, v)
-        return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio")
+        return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio",
+                                           "-p", "no:playwright")  # its per-test soft-assertion scope cannot nest
 
     return go
 
