@@ -12,7 +12,7 @@ register(Paper(
     title="Do Transformer Modifications Transfer Across Implementations and Applications?",
     arxiv="2102.11972",
     year=2021,
-    status="implemented",
+    status="checked",
     models=("ModsLM", "ModsClassifier"),
     recipes={"transformer-mods": "paperzoo.papers.transformer_mods.recipe:run"},
     benches={"transformer-mods": "paperzoo.bench.transformer_mods:run"},
