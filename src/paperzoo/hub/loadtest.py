@@ -245,7 +245,7 @@ def _chunks(xs: list, n: int):
 
 def markdown(results: list[Result], command: str) -> str:
     rows = [r.summary() for r in results]
-    lines = ["# Hub load test", "",
+    lines = ["# Hub load test", "", f"- command: `{command}`", "",
              f"`{command}` on {platform.node() or 'this machine'} ({os.cpu_count()} CPUs, shared with other work), "
              f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}. One uvicorn worker process on loopback; an "
              f"asyncio httpx client with one connection per simulated user; request mix "

@@ -222,3 +222,11 @@ def test_tiny_recipe_learns_and_writes_its_report(tmp_path):
     # resuming reads every finished cell back
     again = recipe.run("tiny", out=tmp_path / "run", resume=True, progress=False)
     assert json.loads((again / "result.json").read_text())["measurements"] == doc["measurements"]
+
+
+def test_the_default_grid_is_named_without_a_machine_path():
+    """Presets record the shipped grid by name (``grid.toml``), so a committed config holds no absolute path."""
+    from paperzoo.papers.transformer_mods.recipe import PRESETS
+
+    assert all(p.grid == "grid.toml" for p in PRESETS.values())
+    assert set(load_grid("grid.toml").variants) == set(load_grid(DEFAULT_GRID).variants)

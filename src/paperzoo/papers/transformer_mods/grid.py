@@ -89,8 +89,13 @@ class Grid:
 
 
 def load_grid(path: str | Path = DEFAULT_GRID) -> Grid:
-    """Read and validate a grid file (see the module docstring); raises ``ValueError`` on any unknown name."""
+    """Read and validate a grid file (see the module docstring); raises ``ValueError`` on any unknown name.
+
+    ``path``: a TOML file, or the name of one shipped beside this module (``"grid.toml"``, the default grid), so a
+    run's recorded config names the grid without a machine's absolute path."""
     path = Path(path)
+    if not path.is_file() and not path.is_absolute() and (DEFAULT_GRID.parent / path).is_file():
+        path = DEFAULT_GRID.parent / path
     if not path.is_file():
         raise ValueError(f"grid file {path} not found (expected a TOML file like {DEFAULT_GRID})")
     try:

@@ -54,7 +54,7 @@ class Preset(recipes.Preset):
 
     model: ModsConfig
     finetune: FinetuneConfig
-    grid: str = str(DEFAULT_GRID)
+    grid: str = DEFAULT_GRID.name  # a file, or a grid shipped beside grid.py (see load_grid)
     variants: tuple[str, ...] | None = None
     objective: str = "causal"
     vocab_size: int = 4096
