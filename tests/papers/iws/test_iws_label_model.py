@@ -75,3 +75,27 @@ def test_multiclass_label_models():
         soft = fit_label_model(votes, 3, model, seed=0)
         assert soft.probs.shape == (len(y), 3)
         assert (soft.probs[soft.covered].argmax(1) == y[soft.covered]).mean() > 0.7, model
+
+
+def test_class_balance_moves_snorkel_toward_the_stated_prior():
+    """A 10%-positive set whose LFs are weak: told the balance, Snorkel labels far fewer covered documents positive
+    (uniform prior: about half), closer to the truth; a balance of the wrong length or not summing to 1 is refused."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    y = (rng.random(n) < 0.1).astype(int)
+    cols = []
+    for j in range(6):  # each LF votes its class c with accuracy 0.7 on a random 40% of the documents
+        c = j % 2
+        fires = rng.random(n) < 0.4
+        vote = np.where(rng.random(n) < 0.7, y, 1 - y)
+        cols.append(np.where(fires & (vote == c), 1 if c else -1, 0))
+    votes = sp.csr_matrix(np.stack(cols, 1))
+    uniform = fit_label_model(votes, 2, "snorkel", seed=0)
+    told = fit_label_model(votes, 2, "snorkel", seed=0, class_balance=np.array([0.9, 0.1]))
+    c = told.covered
+    pos_u, pos_t = (uniform.probs[c].argmax(1) == 1).mean(), (told.probs[c].argmax(1) == 1).mean()
+    assert pos_t < pos_u - 0.1 and abs(pos_t - y[c].mean()) < abs(pos_u - y[c].mean()), (pos_u, pos_t)
+    assert (told.probs[c].argmax(1) == y[c]).mean() > (uniform.probs[c].argmax(1) == y[c]).mean()
+    for bad in ([0.5, 0.3], [0.2, 0.3, 0.5], [1.0, 0.0]):
+        with pytest.raises(ValueError, match="class_balance must be 2 positive probabilities"):
+            fit_label_model(votes, 2, "snorkel", class_balance=np.array(bad))

@@ -157,3 +157,36 @@ def test_multiclass_one_vs_rest_session(one_thread):
     assert (soft.probs[soft.covered].argmax(1) == np.array(labels)[soft.covered]).mean() > 0.9
     votes = s.lfs.votes()[s.final_lfs("lse-ac")]
     assert set(votes.tolist()) == {1, 2, 3}  # every family contributes
+
+
+def test_multiclass_families_take_turns_with_their_own_start_up(one_thread):
+    """One-vs-rest: answer n goes to family n mod K and each family gets n_random_init random start-up queries.
+    Without turns the argmax over all families starved the families whose model had seen only their (positive) seed
+    LF: on AG News two of four families kept one answer each out of 40 and LSE-ac filled them with common words."""
+    words = {0: ("apple", "pear", "plum"), 1: ("car", "bus", "train"), 2: ("red", "blue", "green")}
+    rng = np.random.default_rng(1)
+    texts, labels = [], []
+    for i in range(150):
+        y = i % 3
+        texts.append(" ".join(list(rng.choice(words[y], 2)) + list(rng.choice(["the", "thing", "stuff"], 2))))
+        labels.append(y)
+    s = IWSSession.create(texts, ("fruit", "vehicle", "colour"), _config(budget=12, n_random_init=2),
+                          LFConfig(min_df=5), seed_lfs=[("apple", "fruit"), ("car", "vehicle"), ("red", "colour")])
+    assert s.n_startup == 6
+    useful = simulated_oracle(s.lfs, labels)
+    fams, phases = [], []
+    while (q := s.next_query()) is not None:
+        fams.append(int(s.family[q.lf]))
+        phases.append(q.phase)
+        s.answer("useful" if useful[q.lf] else "not useful", lf=q.lf)
+    assert fams == [0, 1, 2] * 4 and phases == ["start-up"] * 6 + ["acquisition"] * 6
+
+
+def test_class_balance_reaches_the_label_model(one_thread):
+    s, _, _ = _session(class_balance=(0.5, 0.5))
+    assert s.config.class_balance == (0.5, 0.5)
+    assert SessionConfig.from_dict(s.config.to_dict()) == s.config  # survives a save (tuples, not lists)
+    texts, _ = sentiment_corpus()
+    with pytest.raises(ValueError, match="class_balance has 3 entries but the data set has 2 classes"):
+        IWSSession.create(texts, CLASSES, _config(class_balance=(0.2, 0.3, 0.5)), LFConfig(min_df=5),
+                          seed_lfs=[("great", "positive")])

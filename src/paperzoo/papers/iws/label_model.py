@@ -109,8 +109,14 @@ def dawid_skene(votes: sp.spmatrix, n_classes: int, iters: int = 50, smoothing: 
 
 
 def fit_label_model(votes: sp.spmatrix, n_classes: int, model: str = "snorkel", seed: int = 0,
-                    snorkel_epochs: int = 100) -> SoftLabels:
-    """Soft labels from ``votes`` (docs, LFs) in IWS convention with the label model ``model``."""
+                    snorkel_epochs: int = 100, class_balance: np.ndarray | None = None) -> SoftLabels:
+    """Soft labels from ``votes`` (docs, LFs) in IWS convention with the label model ``model``.
+
+    ``class_balance`` (classes,): the prior p(y) the expert states, given to Snorkel (None: Snorkel assumes uniform
+    classes, which on a skewed set such as SMS spam, 13% spam, labels ~45% of the covered documents spam); majority
+    vote ignores it and Dawid-Skene estimates its own prior."""
+    if class_balance is not None:
+        class_balance = _check_balance(class_balance, n_classes)
     if model not in LABEL_MODELS:
         raise ValueError(f"unknown label model {model!r}; valid: {LABEL_MODELS}")
     v = sp.csr_matrix(votes)
@@ -135,7 +141,7 @@ def fit_label_model(votes: sp.spmatrix, n_classes: int, model: str = "snorkel", 
 
         lm = LabelModel(cardinality=n_classes, verbose=False)
         lab = to_snorkel(vc, n_classes)
-        lm.fit(lab, n_epochs=snorkel_epochs, seed=seed, progress_bar=False)
+        lm.fit(lab, n_epochs=snorkel_epochs, seed=seed, progress_bar=False, class_balance=class_balance)
         p = lm.predict_proba(lab)
         bad = ~np.isfinite(p).all(1)
         if bad.any():  # the official code fills NaN posteriors with the median of the others
@@ -143,3 +149,10 @@ def fit_label_model(votes: sp.spmatrix, n_classes: int, model: str = "snorkel", 
     probs[covered] = p
     probs[~covered] = probs[covered].mean(0)
     return SoftLabels(probs, covered, used)
+
+
+def _check_balance(balance: np.ndarray, n_classes: int) -> np.ndarray:
+    b = np.asarray(balance, dtype=np.float64)
+    if b.shape != (n_classes,) or (b <= 0).any() or abs(b.sum() - 1) > 1e-6:
+        raise ValueError(f"class_balance must be {n_classes} positive probabilities summing to 1, got {b.tolist()}")
+    return b

@@ -2,7 +2,9 @@
 
 The loop (paper Algorithm 1): show an LF, take an answer on the five-level scale, refit the model of the expert,
 pick the next LF by the acquisition function. The official start-up protocol: a few seed LFs the expert names up
-front (answered useful), then ``n_random_init`` random queries (counted in the budget), then acquisition.
+front (answered useful), then ``n_random_init`` random queries (counted in the budget), then acquisition. With K > 2
+classes every class's LFs are their own one-vs-rest problem: the families take turns, each with its own random
+start-up (``n_random_init`` per family) and its own ensemble.
 
 Driving a session (what the web UI does)::
 
@@ -66,6 +68,7 @@ class SessionConfig:
     final_set: str | None = None
     n_predict: int = 100  # LSE-ac: predicted LFs added per family (the notebook uses 200)
     label_model: str = "snorkel"
+    class_balance: tuple[float, ...] | None = None  # the prior p(y) the expert states (None: Snorkel's uniform)
     ensemble: EnsembleConfig = field(default_factory=EnsembleConfig)
     fingerprint_dim: int = 150
     n_examples: int = 3
@@ -95,7 +98,8 @@ class SessionConfig:
     def from_dict(cls, d: dict[str, Any]) -> SessionConfig:
         e = dict(d["ensemble"])
         e["mlp"] = MLPConfig(**{**e["mlp"], "hidden": tuple(e["mlp"]["hidden"])})
-        return cls(**{**d, "ensemble": EnsembleConfig(**e)})
+        cb = d.get("class_balance")
+        return cls(**{**d, "ensemble": EnsembleConfig(**e), "class_balance": None if cb is None else tuple(cb)})
 
 
 @dataclass
@@ -148,6 +152,9 @@ class IWSSession:
         bad = [j for j in self.seed_lfs if not 0 <= j < lfs.n_lfs]
         if bad:
             raise ValueError(f"seed LFs must be LF indices in [0, {lfs.n_lfs}), got {bad}")
+        if self.config.class_balance is not None and len(self.config.class_balance) != lfs.n_classes:
+            raise ValueError(f"class_balance has {len(self.config.class_balance)} entries but the data set has "
+                             f"{lfs.n_classes} classes {tuple(lfs.classes)}")
         self.path = Path(path) if path is not None else None
         self.heldout = heldout
         self.family = lfs.lf_class.copy() if lfs.n_classes > 2 else np.zeros(lfs.n_lfs, dtype=np.int64)
@@ -273,7 +280,12 @@ class IWSSession:
         self._save()
 
     def _phase(self) -> str:
-        return "start-up" if self.n_answers < self.config.n_random_init else "acquisition"
+        return "start-up" if self.n_answers < self.n_startup else "acquisition"
+
+    @property
+    def n_startup(self) -> int:
+        """Random start-up answers: ``n_random_init`` per family (K one-vs-rest problems with K > 2 classes)."""
+        return self.config.n_random_init * self.n_families
 
     def _advance(self) -> None:
         """Pick the pending LF for the current state (deterministic given the events and the seed)."""
@@ -285,13 +297,27 @@ class IWSSession:
         candidates = candidates[self.coverage[candidates] > 0]
         if len(candidates) == 0:
             return
+        if self.n_families > 1:
+            candidates = self._family_turn(candidates)
         rng = np.random.default_rng([c.seed, len(self.events)])
-        if c.acquisition == "random" or self.n_answers < c.n_random_init:
+        if c.acquisition == "random" or self.n_answers < self.n_startup:
             self.pending = choose("random", candidates, None, None, rng)
         else:
             mu, sigma = self.model()
             self.pending = choose(c.acquisition, candidates, mu[candidates], sigma[candidates], rng, c.r, c.z)
         self._shown_at = time.monotonic()
+
+    def _family_turn(self, candidates: np.ndarray) -> np.ndarray:
+        """One-vs-rest with K > 2 classes: the families take turns (answer n goes to family n mod K, the next one
+        with candidates left), so each family's model sees its share of answers. Without turns the acquisition's
+        argmax over all families starves the families whose model has seen only positive answers (sigma ~ 0:
+        never queried again) while LSE-ac keeps adding their most common n-grams as predicted useful."""
+        fams = self.family[candidates]
+        for k in range(self.n_families):
+            g = (self.n_answers + k) % self.n_families
+            if (fams == g).any():
+                return candidates[fams == g]
+        return candidates
 
     # ----------------------------------------------------------------------------------------------- the model
     def known(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -343,7 +369,8 @@ class IWSSession:
     def soft_labels(self, rule: str | None = None, model: str | None = None) -> SoftLabels:
         """The label model's soft labels of the training documents from the final set."""
         votes = self.lfs.outputs(columns=self.final_lfs(rule))
-        return fit_label_model(votes, self.lfs.n_classes, model or self.config.label_model, self.config.seed)
+        return fit_label_model(votes, self.lfs.n_classes, model or self.config.label_model, self.config.seed,
+                               class_balance=self.config.class_balance)
 
     def progress(self, quality: bool = False) -> dict[str, Any]:
         """Where the session stands; with ``quality`` and a held-out set, the label model's quality on it (the label
@@ -361,7 +388,7 @@ class IWSSession:
             chosen = self.final_lfs()
             hv, hy = self.heldout
             both = sp.vstack([self.lfs.outputs(columns=chosen), sp.csr_matrix(hv)[:, chosen]]).tocsr()
-            soft = fit_label_model(both, self.lfs.n_classes, c.label_model, c.seed)
+            soft = fit_label_model(both, self.lfs.n_classes, c.label_model, c.seed, class_balance=c.class_balance)
             n = self.lfs.n_docs
             out["heldout"] = {"lfs": len(chosen), "coverage": float(soft.covered[n:].mean()), "model": soft.model,
                               **scores(soft.probs[n:], hy)}
