@@ -294,3 +294,25 @@ def test_fixup_init_makes_every_block_the_identity_and_scales_first_layers():
     assert enc.layers[0].ffn.fc2.weight.grad.abs().sum() > 0  # and it learns
     with pytest.raises(ValueError, match="expects a TransformerEncoder"):
         fixup_init_(nn.Linear(2, 2))
+
+
+def test_t5_attention_is_unscaled_with_the_scale_folded_into_the_query_init():
+    """T5 scores q.k without 1/sqrt(d_head) and initialises W_q 1/sqrt(d_head) smaller: at init the stack computes
+    the scaled stack's function (same seed), but its attention scale is 1 and its query rows are the scaled ones'
+    times d_head^-1/2; an explicit ``attn_scale`` keeps the usual init. Other schemes keep 1/sqrt(d_head)."""
+    t5 = dataclasses.replace(CFG, position="t5", bias=True)
+    hd = t5.head_dim
+    torch.manual_seed(0)
+    unscaled = TransformerEncoder(t5).eval()
+    torch.manual_seed(0)
+    scaled = TransformerEncoder(dataclasses.replace(t5, attn_scale=hd ** -0.5)).eval()
+    for a, b in zip(unscaled.layers, scaled.layers, strict=True):
+        assert a.attn.scale == 1.0 and b.attn.scale == pytest.approx(hd ** -0.5)
+        torch.testing.assert_close(a.attn.qkv.weight[:t5.dim], b.attn.qkv.weight[:t5.dim] * hd ** -0.5)
+        torch.testing.assert_close(a.attn.qkv.bias[:t5.dim], b.attn.qkv.bias[:t5.dim] * hd ** -0.5)
+        torch.testing.assert_close(a.attn.qkv.weight[t5.dim:], b.attn.qkv.weight[t5.dim:])  # k, v untouched
+    x = torch.randn(2, 9, 32)
+    torch.testing.assert_close(unscaled(x).last_hidden_state, scaled(x).last_hidden_state, atol=1e-5, rtol=1e-5)
+    for position in ("none", "alibi", "rotary"):
+        enc = TransformerEncoder(dataclasses.replace(CFG, position=position))
+        assert enc.layers[0].attn.scale == pytest.approx(hd ** -0.5)

@@ -7,6 +7,8 @@ A metric may be renamed (update its key here), never changed, except for a state
 * ``electra`` ``token-state cosine mlm`` re-recorded at 62b098b: ``measure.count_flops`` now counts the CPU's fused
   attention kernel (it counted 0), so the equal-FLOPs MLM baseline trains 47 tiny steps instead of 46 (ELECTRA's
   step: 655 vs 508 MFLOP, MLM's 560 vs 443). Every other tiny metric of every recipe is unchanged.
+* ``posenc`` ``ppl@{1,2,4}L t5`` re-recorded: ``position="t5"`` now attends as T5 does (q.k unscaled, the
+  1/sqrt(d_head) folded into the query projection's init): the same function at init, other training dynamics.
 """
 
 import json

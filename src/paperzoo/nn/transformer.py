@@ -53,7 +53,9 @@ class TransformerConfig:
 
     ``ffn_dim`` defaults to 4 * dim; ``final_norm`` defaults to ``prenorm`` (a pre-norm stack ends with a norm);
     ``drop_path`` is the stochastic-depth rate of the last block, growing linearly from 0 at the first
-    (Huang et al. 2016; DeiT/Swin); ``attn_scale`` None means 1/sqrt(head_dim) (T5 uses 1.0);
+    (Huang et al. 2016; DeiT/Swin); ``attn_scale`` None means the scheme's own: 1.0 with ``position="t5"`` (T5
+    scores q.k unscaled and folds 1/sqrt(head_dim) into the query projection's initialisation, as this stack then
+    does, so the function at init is the scaled one's), 1/sqrt(head_dim) otherwise; a number sets it (no folding);
     ``t5_*`` configure the T5 bucketed bias, ``rotary_*`` RoPE; ``causal`` masks the future in every layer.
     ``residual_gate``: None, or the initial value of a learned scalar multiplying every branch's output (0: ReZero);
     ``shared_layers``: None (every layer its own weights) or the number of distinct blocks (divides num_layers).
@@ -111,6 +113,11 @@ class TransformerConfig:
         return self.dim // self.num_heads
 
     @property
+    def t5_unscaled(self) -> bool:
+        """T5's attention: q.k without 1/sqrt(head_dim), the factor folded into the query projection's init."""
+        return self.position == "t5" and self.attn_scale is None
+
+    @property
     def use_final_norm(self) -> bool:
         return self.prenorm if self.final_norm is None else self.final_norm
 
@@ -151,7 +158,12 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.prenorm, self.rezero = cfg.prenorm, cfg.norm == "rezero"
         self.attn = MultiHeadAttention(cfg.dim, cfg.num_heads, bias=cfg.bias, dropout=cfg.attn_dropout,
-                                       scale=cfg.attn_scale)
+                                       scale=1.0 if cfg.t5_unscaled else cfg.attn_scale)
+        if cfg.t5_unscaled:  # T5's init: W_q ~ (d_model d_kv)^-1/2 where k, v get d_model^-1/2 (Raffel et al.)
+            with torch.no_grad():
+                self.attn.qkv.weight[:cfg.dim].mul_(cfg.head_dim ** -0.5)
+                if self.attn.qkv.bias is not None:
+                    self.attn.qkv.bias[:cfg.dim].mul_(cfg.head_dim ** -0.5)
         self.ffn = ffn if ffn is not None else FeedForward(cfg.dim, cfg.hidden_dim, activation=cfg.activation,
                                                            glu=cfg.glu, bias=cfg.bias, dropout=cfg.ffn_dropout)
         self.attn_norm = make_norm(cfg.norm, cfg.dim, cfg.norm_eps)
