@@ -159,6 +159,55 @@ def test_multiclass_one_vs_rest_session(one_thread):
     assert set(votes.tolist()) == {1, 2, 3}  # every family contributes
 
 
+def _three_class(seed=1, n=150):
+    words = {0: ("apple", "pear", "plum"), 1: ("car", "bus", "train"), 2: ("red", "blue", "green")}
+    rng = np.random.default_rng(seed)
+    texts, labels = [], []
+    for i in range(n):
+        y = i % 3
+        texts.append(" ".join(list(rng.choice(words[y], 2)) + list(rng.choice(["the", "thing", "stuff"], 2))))
+        labels.append(y)
+    return texts, labels
+
+
+def _three_class_session(texts, path=None, budget=12):
+    return IWSSession.create(texts, ("fruit", "vehicle", "colour"), _config(budget=budget, n_random_init=2),
+                             LFConfig(min_df=5), seed_lfs=[("apple", "fruit"), ("car", "vehicle"), ("red", "colour")],
+                             path=path)
+
+
+def test_multiclass_refits_only_the_family_whose_answers_changed(tmp_path, one_thread, monkeypatch):
+    """After the start-up each answer refits one family's ensemble (the turn's, whose answer came K answers ago),
+    not all K; a family's fit does not depend on when it is asked for (a session that also computes every final
+    set after every answer asks the same queries); and a multiclass session resumes exactly from disk."""
+    texts, labels = _three_class()
+    fits = []
+    from paperzoo.papers.iws.expert import ExpertModel
+
+    real = ExpertModel.fit_family
+    monkeypatch.setattr(ExpertModel, "fit_family", lambda self, g, *a, **k: (fits.append(g), real(self, g, *a, **k)))
+    plain, eager = _three_class_session(texts), _three_class_session(texts, tmp_path / "s.iws.json")
+    useful = simulated_oracle(plain.lfs, labels)
+    asked = {"plain": [], "eager": []}
+    per_answer = []
+    for i in range(12):
+        for name, s in (("plain", plain), ("eager", eager)):
+            q = s.next_query()
+            asked[name].append(q.lf)
+            before = len(fits)
+            s.answer("useful" if useful[q.lf] else "not useful", lf=q.lf)
+            if name == "plain" and i >= 6 and not s.done():
+                per_answer.append(len(fits) - before)
+            if name == "eager":
+                s.final_lfs("lse-ac")  # refits every stale family now
+        if i == 8:
+            eager = IWSSession.load(tmp_path / "s.iws.json", texts)  # resume mid-acquisition
+    assert asked["plain"] == asked["eager"]
+    assert per_answer and all(n <= 1 for n in per_answer), per_answer
+    np.testing.assert_array_equal(plain.final_lfs("lse-ac"), eager.final_lfs("lse-ac"))
+    np.testing.assert_allclose(plain.model()[0], eager.model()[0], equal_nan=True)
+
+
 def test_multiclass_families_take_turns_with_their_own_start_up(one_thread):
     """One-vs-rest: answer n goes to family n mod K and each family gets n_random_init random start-up queries.
     Without turns the argmax over all families starved the families whose model had seen only their (positive) seed

@@ -75,6 +75,18 @@ class ExpertModel:
         self.epochs = self.net.fit(torch.as_tensor(x, dtype=torch.float32),
                                    torch.as_tensor(label, dtype=torch.float32), w, norm=counts.sum(1))
 
+    def fit_family(self, g: int, x: np.ndarray, label: np.ndarray, weight: np.ndarray, seed: int) -> None:
+        """Refit only family ``g``'s members on its own answered LFs (as :meth:`fit` would, from its own seeded
+        initialisation and bootstrap draws); the other families keep their weights."""
+        if not 0 <= g < self.families:
+            raise ValueError(f"family must lie in [0, {self.families}), got {g}")
+        one = ExpertModel(self.dim, 1, self.config, seed)
+        one.fit(x, label, weight, np.zeros(len(label), dtype=np.int64), seed=seed)
+        e = self.config.members
+        flat = self.net.flat.clone()
+        flat[g * e:(g + 1) * e] = one.net.flat
+        self.net.flat = flat
+
     @torch.no_grad()
     def predict(self, x: np.ndarray, family: np.ndarray) -> np.ndarray:
         """(n, members): each member's p(useful) for LFs ``x`` (n, dim), from the members of each LF's family."""

@@ -168,7 +168,8 @@ class IWSSession:
         self._shown_at = time.monotonic()
         self._mu: np.ndarray | None = None  # (LFs,) over the unqueried LFs, NaN elsewhere
         self._sigma: np.ndarray | None = None
-        self._model_at = -1  # the number of events the fitted model has seen (-1: none)
+        self._model_at = -1  # binary: the number of events the fitted model has seen (-1: none)
+        self._fit_keys: list[str | None] = [None] * self.n_families  # K > 2: each family's answers at its last fit
         self._started = False
         if self.config.n_random_init == 0 and not self.seed_lfs and self.config.acquisition != "random":
             raise ValueError("a session needs seed LFs or random start-up queries before the model can acquire")
@@ -259,8 +260,9 @@ class IWSSession:
             return None
         last = self.events.pop()
         self.pending = int(last["lf"])
-        self._mu = self._sigma = None  # a later state with as many events is another state: refit then
-        self._model_at = -1
+        if self.n_families == 1:  # a later state with as many events is another state: refit then
+            self._mu = self._sigma = None
+            self._model_at = -1  # (K > 2: each family's fit is keyed by its own answers, see model())
         self._shown_at = time.monotonic()
         self._save()
         return self._query(self.pending)
@@ -297,17 +299,18 @@ class IWSSession:
         candidates = candidates[self.coverage[candidates] > 0]
         if len(candidates) == 0:
             return
+        turn = None
         if self.n_families > 1:
-            candidates = self._family_turn(candidates)
+            turn, candidates = self._family_turn(candidates)
         rng = np.random.default_rng([c.seed, len(self.events)])
         if c.acquisition == "random" or self.n_answers < self.n_startup:
             self.pending = choose("random", candidates, None, None, rng)
         else:
-            mu, sigma = self.model()
+            mu, sigma = self.model(turn)  # K > 2: only the family whose turn it is must be current
             self.pending = choose(c.acquisition, candidates, mu[candidates], sigma[candidates], rng, c.r, c.z)
         self._shown_at = time.monotonic()
 
-    def _family_turn(self, candidates: np.ndarray) -> np.ndarray:
+    def _family_turn(self, candidates: np.ndarray) -> tuple[int, np.ndarray]:
         """One-vs-rest with K > 2 classes: the families take turns (answer n goes to family n mod K, the next one
         with candidates left), so each family's model sees its share of answers. Without turns the acquisition's
         argmax over all families starves the families whose model has seen only positive answers (sigma ~ 0:
@@ -316,8 +319,8 @@ class IWSSession:
         for k in range(self.n_families):
             g = (self.n_answers + k) % self.n_families
             if (fams == g).any():
-                return candidates[fams == g]
-        return candidates
+                return g, candidates[fams == g]
+        raise AssertionError("unreachable: candidates is not empty")
 
     # ----------------------------------------------------------------------------------------------- the model
     def known(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -340,8 +343,14 @@ class IWSSession:
         mask[self.known()[0]] = False
         return np.flatnonzero(mask)
 
-    def model(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(mu, sigma)`` (LFs,) of the model of the expert fitted on the current answers (NaN on known LFs)."""
+    def model(self, family: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(mu, sigma)`` (LFs,) of the model of the expert fitted on the current answers (NaN on known LFs).
+
+        With K > 2 classes each family's ensemble is refitted only when that family's answers changed, and
+        ``family`` asks for one family only (the acquisition of its turn: the other families' entries may then be
+        stale); each family's fit is seeded by its own answers, so it does not depend on when it was asked for."""
+        if self.n_families > 1:
+            return self._family_models(range(self.n_families) if family is None else (family,))
         if self._model_at != len(self.events) or self._mu is None:
             lf, label, weight = self.known()
             self.expert.fit(self.fps[lf], label, weight, self.family[lf], seed=self._fit_seed())
@@ -352,6 +361,38 @@ class IWSSession:
             self._mu[rest], self._sigma[rest] = p.mean(1), p.std(1)  # numpy's population std, as the official code
             self._model_at = len(self.events)
         return self._mu, self._sigma
+
+    def _family_models(self, families) -> tuple[np.ndarray, np.ndarray]:
+        if self._mu is None:
+            self._mu = np.full(self.lfs.n_lfs, np.nan, dtype=np.float32)
+            self._sigma = np.full(self.lfs.n_lfs, np.nan, dtype=np.float32)
+        lf, label, weight = self.known()
+        fam = self.family[lf]
+        rest = self.unqueried()
+        for g in families:  # the K class families (one in the acquisition's turn), not LFs or members
+            own = fam == g
+            key = _answers_key(lf[own], label[own], weight[own])
+            if self._fit_keys[g] == key:
+                continue
+            seed = int(np.random.default_rng([self.config.seed, g, int(own.sum()), 3]).integers(2**62))
+            self.expert.fit_family(g, self.fps[lf[own]], label[own], weight[own], seed=seed)
+            todo = rest[self.family[rest] == g]
+            p = self.expert.predict(self.fps[todo], self.family[todo])  # (todo, members)
+            mine = self.family == g
+            self._mu[mine], self._sigma[mine] = np.nan, np.nan
+            self._mu[todo], self._sigma[todo] = p.mean(1), p.std(1)
+            self._fit_keys[g] = key
+        return self._mu, self._sigma
+
+    def _current(self, j: int) -> bool:
+        """Whether the fitted model's mu_j is the current state's."""
+        if self._mu is None or np.isnan(self._mu[j]):
+            return False
+        if self.n_families == 1:
+            return self._model_at == len(self.events)
+        lf, label, weight = self.known()
+        own = self.family[lf] == self.family[j]
+        return self._fit_keys[int(self.family[j])] == _answers_key(lf[own], label[own], weight[own])
 
     def _fit_seed(self) -> int:
         return int(np.random.default_rng([self.config.seed, len(self.events), 1]).integers(2**62))
@@ -424,7 +465,7 @@ class IWSSession:
         p = int(self.lfs.lf_pattern[j])
         k = int(self.lfs.lf_class[j])
         mu = sigma = None
-        if self._mu is not None and self._model_at == len(self.events) and not np.isnan(self._mu[j]):
+        if self._current(j):
             mu, sigma = float(self._mu[j]), float(self._sigma[j])
         docs = self._fires_csc.indices[self._fires_csc.indptr[p]:self._fires_csc.indptr[p + 1]]
         rng = np.random.default_rng([c.seed, j, 7])
@@ -466,7 +507,7 @@ class IWSSession:
                 "classes": list(lfs.classes), "lf_key": lfs.fingerprint_key(), "lf_config": asdict(lfs.config),
                 "user_lfs": [asdict(u) for u in lfs.user], "config": self.config.to_dict(),
                 "seed_lfs": self.seed_lfs, "events": self.events, "pending": self.pending,
-                "model_at": self._model_at}
+                "model_at": self._model_at, "fit_keys": self._fit_keys}
 
     def _save(self) -> None:
         if self.path is None:
@@ -475,7 +516,7 @@ class IWSSession:
 
         from paperzoo.report.serial import write_text_atomic
 
-        if self._model_at >= 0 and self._mu is not None:
+        if self._mu is not None and (self._model_at >= 0 or any(k is not None for k in self._fit_keys)):
             tensors = {**self.expert.state(), "mu": torch.from_numpy(self._mu), "sigma": torch.from_numpy(self._sigma)}
             _write_bytes_atomic(_sidecar(self.path, ".model.safetensors"),
                                 save_tensors({k: v.contiguous() for k, v in tensors.items()}))
@@ -519,13 +560,14 @@ class IWSSession:
         s.pending = state["pending"]
         s._started = True
         model = _sidecar(path, ".model.safetensors")
-        if state["model_at"] >= 0 and model.is_file():
+        keys = state.get("fit_keys") or [None] * s.n_families
+        if (state["model_at"] >= 0 or any(k is not None for k in keys)) and model.is_file():
             from safetensors.torch import load_file
 
             t = load_file(str(model))
             s._mu, s._sigma = t.pop("mu").numpy().copy(), t.pop("sigma").numpy().copy()
             s.expert.load(t)
-            s._model_at = state["model_at"]
+            s._model_at, s._fit_keys = state["model_at"], list(keys)
         return s
 
     # ----------------------------------------------------------------------------------------------- simulation
@@ -557,6 +599,14 @@ def corpus_sha256(texts: Sequence[str], classes: Sequence[str]) -> str:
     for t in texts:
         h.update(b"\x1e" + t.encode("utf-8", "surrogatepass"))
     return h.hexdigest()
+
+
+def _answers_key(lf: np.ndarray, label: np.ndarray, weight: np.ndarray) -> str:
+    """A digest of one family's training rows (LF, label, weight): what its fitted ensemble depends on."""
+    h = hashlib.sha256()
+    for a in (np.asarray(lf, np.int64), np.asarray(label, np.float32), np.asarray(weight, np.float32)):
+        h.update(a.tobytes())
+    return h.hexdigest()[:32]
 
 
 def _sidecar(path: Path, suffix: str) -> Path:
