@@ -18,5 +18,5 @@ register(Paper(
     benches={"transformer-mods": "paperzoo.bench.transformer_mods:run"},
     claims=("Most transformer modifications do not meaningfully improve on a well-tuned baseline; the ones that "
             "help are simple (GLU-family activations, RMSNorm) or add parameters (Switch).",),
-    presets=("tiny", "small", "full", "full-mlm"),
+    presets=("tiny", "quick", "small", "full", "full-mlm"),
 ))

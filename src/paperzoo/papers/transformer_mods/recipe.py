@@ -72,7 +72,9 @@ class Preset(recipes.Preset):
 
 # the most informative variants for the headline claim: the GLU family and GeLU, RMSNorm, the ones the paper found
 # harmful (ReZero, Fixup, block sharing), parameters at equal FLOPs (Switch); the rows with paper numbers first
-SMALL_VARIANTS = ("vanilla", "gelu", "swiglu", "geglu", "reglu", "glu", "rmsnorm", "rezero", "fixup", "switch")
+SMALL_VARIANTS = ("vanilla", "gelu", "swish", "swiglu", "geglu", "reglu", "glu", "liglu", "rmsnorm", "rezero", "fixup",
+                  "deep_narrow", "block_sharing", "switch")
+QUICK_VARIANTS = ("vanilla", "gelu", "swiglu", "geglu", "reglu", "glu", "rmsnorm", "rezero", "fixup", "switch")
 
 # every variant of the grid a causal LM can be (Funnel pools neighbouring positions: mlm only)
 FULL_VARIANTS = tuple(n for n in load_grid().variants if n != "funnel")
@@ -86,18 +88,27 @@ PRESETS: dict[str, Preset] = {
         finetune=FinetuneConfig(lr=1e-3, max_steps=6, batch_size=16, max_len=32, max_train=64, max_test=64),
         variants=("vanilla", "swiglu", "rmsnorm"), vocab_size=300, docs=200, eval_docs=20, held_windows=8,
         wiki_tokens=512, tasks=("SST-2",), seeds=2),
-    # the committed laptop grid, sized to ~15 min of the shared 2-core machine with --workers 2 (what the lock queue
-    # left before the deadline): 10 variants x 3 seeds, ~0.35 s per pretraining step on one thread in bf16
-    # (measured: 0.6 s fwd+bwd under a load of 6), so 120 steps (246k tokens) + 2 x 40 fine-tuning steps +
-    # evaluation ~ 55 s a cell; see the README
+    # the laptop grid: 14 variants x 3 seeds at 2.5M tokens a cell (1220 steps of 32 x 64), ~0.35 s a step on one
+    # thread in bf16, ~8 min a cell, ~3 h of the 2-core machine with --workers 2 (resumable across sessions); 5-10M
+    # tokens a cell (the range) would take 6-12 h here: see the README's accounting
     "small": Preset(
+        model=ModsConfig.preset("small"),
+        train=TrainConfig(steps=1220, batch_size=32, lr=2e-3, warmup_steps=60, schedule="cosine", min_lr_ratio=0.1,
+                          weight_decay=0.01, eval_every=0, ckpt_every=100, log_every=50, device="cpu",
+                          precision="auto"),
+        finetune=FinetuneConfig(lr=1e-3, epochs=1.0, max_steps=40, batch_size=32, max_len=64, max_train=1280,
+                                max_test=600, precision="auto"),
+        variants=SMALL_VARIANTS, vocab_size=4096, docs=10000, tasks=("SST-2", "SUBJ"), seeds=3),
+    # the first grid (committed in docs/reports/transformer-mods until the small grid replaces it): 10 variants x 3
+    # seeds at 246k tokens a cell, ~15 min of the machine
+    "quick": Preset(
         model=ModsConfig.preset("small"),
         train=TrainConfig(steps=120, batch_size=32, lr=2e-3, warmup_steps=12, schedule="cosine", min_lr_ratio=0.1,
                           weight_decay=0.01, eval_every=0, ckpt_every=60, log_every=20, device="cpu",
                           precision="auto"),
         finetune=FinetuneConfig(lr=1e-3, epochs=1.0, max_steps=40, batch_size=32, max_len=64, max_train=1280,
                                 max_test=600, precision="auto"),
-        variants=SMALL_VARIANTS, vocab_size=4096, docs=6000, tasks=("SST-2", "SUBJ"), seeds=3),
+        variants=QUICK_VARIANTS, vocab_size=4096, docs=6000, tasks=("SST-2", "SUBJ"), seeds=3),
     # a bigger machine or a GPU: every variant of the grid, d 512, 8 layers, bf16 where the hardware has it
     "full": Preset(
         model=ModsConfig.preset("full"),
