@@ -39,3 +39,14 @@ def test_count_flops_counts_cpu_fused_attention_like_its_matmuls():
     qg = q.clone().requires_grad_()
     both = count_flops(lambda: torch.nn.functional.scaled_dot_product_attention(qg, qg, qg).sum().backward())
     assert both == 7 * (2 * b * h * L * L * e)
+
+
+def test_count_flops_under_autograd_grad_on_a_leaf():
+    """torch.autograd.grad with respect to a leaf input (Captum's integrated gradients does this) crashed inside
+    torch's module tracker (pytorch/pytorch#131753); the count is forward 2 m k n plus the input gradient's 2 m n k
+    (no weight gradient is asked for)."""
+    from paperzoo.measure import count_flops
+
+    lin = torch.nn.Linear(16, 4)
+    x = torch.randn(8, 16, requires_grad=True)
+    assert count_flops(lambda: torch.autograd.grad(lin(x).sum(), x)) == 2 * (2 * 8 * 16 * 4)

@@ -28,16 +28,31 @@ def count_flops(fn: Callable[[], Any]) -> int:
     Counted by :class:`torch.utils.flop_counter.FlopCounterMode`: a ``(m, k) @ (k, n)`` matmul is ``2*m*n*k``;
     ops without a registered formula (elementwise, norms, softmax) count zero. ``scaled_dot_product_attention``
     counts its two matmuls (and their backward) on every backend, the CPU's fused kernel included, which torch's
-    registry misses (it counts that kernel as zero).
+    registry misses (it counts that kernel as zero). Only the total is kept, so modules are not tracked: torch's
+    module tracker breaks ``torch.autograd.grad`` on leaf inputs (pytorch/pytorch#131753; e.g. Captum's integrated
+    gradients).
     """
     from torch.utils.flop_counter import FlopCounterMode
 
     if not callable(fn):
         raise ValueError(f"count_flops expects a zero-argument callable, got {type(fn).__name__}")
     mode = FlopCounterMode(display=False, custom_mapping=_cpu_sdpa_formulas())
+    mode.mod_tracker = _GlobalOnly()  # every count goes to "Global", no module hooks
     with mode:
         fn()
     return int(mode.get_total_flops())
+
+
+class _GlobalOnly:
+    """Stands in for FlopCounterMode's module tracker: one parent, "Global", and no hooks."""
+
+    parents = frozenset({"Global"})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *args):
+        return None
 
 
 def _cpu_sdpa_formulas() -> dict:
