@@ -70,5 +70,5 @@ def test_vit_validates_and_classifies():
 
 
 def test_unknown_preset_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="valid: small, tiny"):
+    with pytest.raises(ValueError, match="valid: small, long, tiny"):
         recipe.run(preset="huge", out=tmp_path)

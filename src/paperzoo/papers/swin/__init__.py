@@ -20,5 +20,5 @@ register(Paper(
         "Shifted-window attention has cost linear in image area, unlike global self-attention (quadratic).",
         "At matched parameters and FLOPs, Swin is more accurate than a plain ViT on small images (CIFAR-10 here).",
     ),
-    presets=("tiny", "small"),
+    presets=("tiny", "small", "long"),
 ))
