@@ -224,6 +224,9 @@ def bench(
     commit: bool = typer.Option(False, "--commit",
                                 help="Write the committed benchmarks/NAME.json and .md (run from the repository root; "
                                      "hand-written readings in the .md are kept). Default: runs/bench/NAME/<stamp>/."),
+    precision: str = typer.Option("all", "--precision",
+                                  help="all (fp32 rows, then bf16 rows where this machine computes bf16 fast), "
+                                       "fp32 or bf16."),
 ) -> None:
     """Time ours against the peer library in one process and print the ratios."""
     from paperzoo.bench import run_bench
@@ -231,7 +234,7 @@ def bench(
 
     try:
         with _one_line_errors():
-            run_bench(name, json_path=json_path, commit=commit)
+            run_bench(name, json_path=json_path, commit=commit, precision=precision)
     except KeyError as e:
         _fail(str(e.args[0]))
     except BenchOptionError as e:
