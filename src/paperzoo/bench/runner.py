@@ -103,8 +103,9 @@ def run_bench(name: str, json_path: Path | None = None, command: str | None = No
     :func:`~paperzoo.bench.precision.fp32_only`) is recorded with its reason in ``meta["precisions"]``.
 
     The JSON goes to ``json_path``, or with ``commit`` to the committed ``benchmarks/<name>.json`` (hand-written
-    readings in its ``.md`` are kept), or by default to a fresh run folder ``runs/bench/<name>/<stamp>/``
-    (see :func:`bench_path`): a plain run never overwrites committed results.
+    readings in its ``.md`` are kept; ``benchmarks/README.md`` is regenerated: :mod:`paperzoo.bench.summary`), or by
+    default to a fresh run folder ``runs/bench/<name>/<stamp>/`` (see :func:`bench_path`): a plain run never
+    overwrites committed results.
 
     The bench function takes no arguments and returns ``(rows, meta)``, a ``{"rows", "meta"}`` dict or a list of
     rows (:class:`BenchResult` or dicts). The meta written is the first pass's own meta, with the command, date, git
@@ -158,6 +159,10 @@ def run_bench(name: str, json_path: Path | None = None, command: str | None = No
     meta = {**bench_meta(name, command, first["peak_gflops"]), **first, "precisions": by_precision}
     path = bench_path(name, json_path, commit)
     write_json(path, rows, meta, keep_readings=commit)
+    if commit:  # the summary of every committed bench, and the speed targets, follow the committed files
+        from paperzoo.bench.summary import write_readme
+
+        write_readme(path.parent)
     if console is None:
         from rich.console import Console
 
