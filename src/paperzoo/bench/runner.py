@@ -15,6 +15,7 @@ from paperzoo.bench.results import BenchResult, as_rows, bench_meta, print_table
 BENCHES: dict[str, str | Callable[[], Any]] = {
     "peak": "paperzoo.bench.core:peak",
     "encoder": "paperzoo.bench.encoder:encoder",
+    "compile": "paperzoo.bench.compile:run",
 }
 
 
