@@ -203,11 +203,12 @@ def compile_row(name: str, model: torch.nn.Module, loss: Callable[[torch.nn.Modu
     first = _counts()
     stats = time_interleaved({"compiled": compiled, "eager": eager}, warmup=warmup, repeats=repeats)
     after = _counts()
+    flops = count_flops(eager)
     return BenchResult.from_stats(
-        f"compile {name} train step", f"{case}, {backend}", stats, flops=count_flops(eager), peak_gflops=peak,
+        f"compile {name} train step", f"{case}, {backend}", stats, flops=flops, peak_gflops=peak,
         compile_s=compile_s, graphs=first["graphs"], recompiles=after["graphs"] - first["graphs"],
         graph_breaks=after["graph_breaks"], break_reasons=after["break_reasons"], backend=backend,
-        eager_fraction_of_peak=(count_flops(eager) / (stats["eager"].median * 1e9) / peak) if peak else None)
+        eager_fraction_of_peak=flops / (stats["eager"].median * 1e9) / peak if peak else None)
 
 
 def run(cases: tuple[str, ...] | None = None, backend: str | None = None, repeats: int | None = None
