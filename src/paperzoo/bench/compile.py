@@ -11,7 +11,8 @@ bench's passes (:mod:`paperzoo.bench.precision`: fp32, then bf16 autocast where 
   that failed, such as a changing shape), ``graph_breaks`` = the number of breaks dynamo took;
 * after that warm-up, the step compiled (ours) against the same model eager (peer) interleaved:
   ``ratio = eager time / compiled time`` (> 1: compiling pays). The step is ``zero_grad``, the forward and its loss
-  under the pass's autocast, and backward; no optimizer (the same for both).
+  under the pass's autocast, and backward; no optimizer (the same for both). A bf16 pass does not re-time the
+  step in fp32 in the same rounds, as the other benches do: switching autocast would recompile (a guard).
 
 A model that fails to compile is reported in the meta (``failed``) with the error, not as a row. The latent-shift
 and IWS benches time explanation and query loops, not a model's training step, and are not here.
