@@ -8,7 +8,7 @@ import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import typer
@@ -165,9 +165,12 @@ def reproduce(
     precision: str = typer.Option(None, "--precision",
                                   help="fp32, bf16 (mixed: fp32 weights, bf16 matmuls) or auto (bf16 where this "
                                        "machine computes it fast); default: the preset's own."),
+    compile: bool = typer.Option(False, "--compile",
+                                 help="Train through torch.compile (inductor): the first steps pay the compilation; "
+                                      "see benchmarks/compile.md for where it is faster."),
 ) -> None:
     """Run a paper's reproduction and write its report."""
-    from paperzoo.recipes import discard_unstarted, started_runs
+    from paperzoo.recipes import compiling, discard_unstarted, started_runs
     from paperzoo.report.run import RunFolderBusyError
 
     if resume and out is None:
@@ -175,7 +178,7 @@ def reproduce(
     run = registry.resolve(_recipe_target(name))
     before = len(started_runs())
     try:
-        with _one_line_errors():
+        with _one_line_errors(), compiling(True) if compile else nullcontext():
             run_dir = run(preset=preset, seeds=seeds, out=out, resume=resume, workers=workers or 1,
                           precision=precision)
     except BaseException as e:
@@ -189,6 +192,7 @@ def reproduce(
             again = [f"paperzoo reproduce {name}", f"--out {mine[-1]}", "--resume"]
             again += [f"{flag} {v}" for flag, v in (("--preset", preset), ("--seeds", seeds), ("--workers", workers),
                                                     ("--precision", precision)) if v is not None]
+            again += ["--compile"] if compile else []
             console.print(f"interrupted; continue with: {' '.join(again)}", highlight=False, soft_wrap=True)
         if code in (130, 143):
             raise typer.Exit(code=code) from None
@@ -224,6 +228,9 @@ def bench(
     commit: bool = typer.Option(False, "--commit",
                                 help="Write the committed benchmarks/NAME.json and .md (run from the repository root; "
                                      "hand-written readings in the .md are kept). Default: runs/bench/NAME/<stamp>/."),
+    precision: str = typer.Option("all", "--precision",
+                                  help="all (fp32 rows, then bf16 rows where this machine computes bf16 fast), "
+                                       "fp32 or bf16."),
 ) -> None:
     """Time ours against the peer library in one process and print the ratios."""
     from paperzoo.bench import run_bench
@@ -231,7 +238,7 @@ def bench(
 
     try:
         with _one_line_errors():
-            run_bench(name, json_path=json_path, commit=commit)
+            run_bench(name, json_path=json_path, commit=commit, precision=precision)
     except KeyError as e:
         _fail(str(e.args[0]))
     except BenchOptionError as e:

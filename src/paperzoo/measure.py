@@ -133,6 +133,26 @@ def machine_peak_gflops(dtype: torch.dtype = torch.float32, device: str | torch.
     return _PEAK_CACHE[key]
 
 
+def memory_bandwidth_gbs(mib: int = 256, repeats: int = 5) -> float:
+    """This machine's memory bandwidth in GB/s at the current thread count: the best of ``repeats`` copies of a
+    ``mib`` MiB fp32 buffer into another (each copy reads and writes it: 2 x ``mib`` MiB of traffic); measured once
+    per process and size, then cached. Far larger than the caches, so it is DRAM's bandwidth."""
+    if not isinstance(mib, int) or mib < 1 or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"mib and repeats must be ints >= 1, got mib={mib!r}, repeats={repeats!r}")
+    key = (torch.get_num_threads(), f"bandwidth {mib} MiB", "cpu")
+    if key not in _PEAK_CACHE:
+        n = mib * 2**20 // 4
+        a, b = torch.ones(n), torch.empty(n)
+        b.copy_(a)  # touch every page first
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            b.copy_(a)
+            best = min(best, time.perf_counter() - t0)
+        _PEAK_CACHE[key] = 2 * n * 4 / best / 1e9
+    return _PEAK_CACHE[key]
+
+
 @dataclass(frozen=True)
 class Stats:
     """Per-call wall times in seconds: ``median``, ``min``, ``max``, ``mean`` over ``n`` timed calls."""

@@ -29,9 +29,11 @@ Conventions shared by every recipe:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ from paperzoo.train.precision import PRECISIONS, resolve_precision
 
 JOB_FILE = "job.json"
 __all__ = ["AtLeast", "AtMost", "Beats", "Job", "NonInferior", "Paired", "Preset", "Results", "Verdict", "all_of",
-           "cached", "discard_unstarted", "pick", "run_jobs", "smoke", "start", "started_runs"]
+           "cached", "compiling", "discard_unstarted", "pick", "run_jobs", "smoke", "start", "started_runs"]
 
 
 # ----------------------------------------------------------------------------------------------------- presets
@@ -66,11 +68,29 @@ class Preset:
         _check_seeds(self.seeds, "Preset.seeds")
 
 
+_COMPILE: ContextVar[bool | None] = ContextVar("paperzoo_recipe_compile", default=None)
+
+
+@contextlib.contextmanager
+def compiling(on: bool = True) -> Iterator[None]:
+    """Within the block, :func:`pick` (so :func:`start`) sets ``compile=on`` in every training config of the presets
+    it picks, unless given ``compile`` itself: how ``paperzoo reproduce --compile`` reaches every recipe through the
+    skeleton, whatever its ``run()`` forwards. The training engine then runs ``loss_fn`` on ``torch.compile(model)``
+    (inductor); checkpoints and resume are unchanged (:class:`paperzoo.train.TrainConfig`)."""
+    if not isinstance(on, bool):
+        raise ValueError(f"compiling: expected a bool, got {on!r}")
+    token = _COMPILE.set(on)
+    try:
+        yield
+    finally:
+        _COMPILE.reset(token)
+
+
 def pick(presets: Mapping[str, Preset], name: str | None, recipe: str, seeds: int | None = None,
-         default: str = "small", precision: str | None = None) -> tuple[str, Preset]:
-    """``(name, preset)``: ``presets[name or default]`` with ``seeds`` and ``precision`` replaced when given
-    (``precision`` in every training config of the preset: its ``train`` and any other field that has one, such
-    as a fine-tuning config).
+         default: str = "small", precision: str | None = None, compile: bool | None = None) -> tuple[str, Preset]:
+    """``(name, preset)``: ``presets[name or default]`` with ``seeds``, ``precision`` and ``compile`` replaced when
+    given (``precision`` and ``compile`` in every training config of the preset that has the field: its ``train``
+    and any other, such as a fine-tuning config). ``compile`` defaults to the one set by :func:`compiling`.
 
     An unknown name raises a ValueError listing the valid ones.
     """
@@ -84,19 +104,28 @@ def pick(presets: Mapping[str, Preset], name: str | None, recipe: str, seeds: in
     if precision is not None:
         if precision not in PRECISIONS:
             raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
-        p = dataclasses.replace(p, **{f.name: dataclasses.replace(v, precision=precision)
-                                      for f in dataclasses.fields(p) if _has_precision(v := getattr(p, f.name))})
+        p = _in_train_configs(p, "precision", precision)
+    compile = compile if compile is not None else _COMPILE.get()
+    if compile is not None:
+        if not isinstance(compile, bool):
+            raise ValueError(f"compile: expected a bool, got {compile!r}")
+        p = _in_train_configs(p, "compile", compile)
     return name, p
 
 
-def _has_precision(v: Any) -> bool:
-    return dataclasses.is_dataclass(v) and not isinstance(v, type) and "precision" in {
-        f.name for f in dataclasses.fields(v)}
+def _in_train_configs(p: Preset, field: str, value: Any) -> Preset:
+    """``p`` with ``field = value`` in each of its fields that is a dataclass with that field."""
+    return dataclasses.replace(p, **{f.name: dataclasses.replace(v, **{field: value})
+                                     for f in dataclasses.fields(p) if _has_field(v := getattr(p, f.name), field)})
+
+
+def _has_field(v: Any, field: str) -> bool:
+    return dataclasses.is_dataclass(v) and not isinstance(v, type) and field in {f.name for f in dataclasses.fields(v)}
 
 
 def start(paper: str, presets: Mapping[str, Preset], preset: str | None, seeds: int | None, out: Path | None,
-          recipe: str | None = None, default: str = "small", precision: str | None = None
-          ) -> tuple[str, Preset, Path]:
+          recipe: str | None = None, default: str = "small", precision: str | None = None,
+          compile: bool | None = None) -> tuple[str, Preset, Path]:
     """Pick the preset, make the run folder, lock it and write its ``config.json``: ``(name, preset, run_dir)``.
 
     The lock (``run_dir/.lock``, see :func:`paperzoo.report.run.lock_run_dir`) is held until the run's result is
@@ -109,7 +138,7 @@ def start(paper: str, presets: Mapping[str, Preset], preset: str | None, seeds: 
     from paperzoo.report import new_run_dir, write_config
     from paperzoo.report.run import lock_run_dir, release_run_dir
 
-    name, p = pick(presets, preset, recipe or paper, seeds, default, precision)
+    name, p = pick(presets, preset, recipe or paper, seeds, default, precision, compile)
     used = resolve_precision(p.train.precision, resolve_device(p.train.device))
     existed = out is not None and Path(out).exists()
     run_dir = new_run_dir(paper, out)

@@ -41,7 +41,7 @@ def test_run_bench_writes_json_and_markdown(tmp_path, monkeypatch):
     console = Console(record=True, width=200)
     out = tmp_path / "out" / "fake.json"
     rows, meta = run_bench("fake", json_path=out, command="paperzoo bench fake --json out/fake.json",
-                           console=console)
+                           console=console, precision="fp32")
     doc = json.loads(out.read_text())
     assert doc["meta"]["command"] == "paperzoo bench fake --json out/fake.json"
     assert doc["meta"]["peak_gflops"] == 100.0 and doc["meta"]["notes"] == "fake"
@@ -53,7 +53,7 @@ def test_run_bench_writes_json_and_markdown(tmp_path, monkeypatch):
     assert r0["fraction_of_peak"] == pytest.approx(r0["ours_gflops"] / 100.0)
     assert r1["ratio"] is None and r1["batch"] == 4 and r1["fraction_of_peak"] == pytest.approx(0.01)
     md = out.with_suffix(".md").read_text()
-    assert "`paperzoo bench fake --json out/fake.json`" in md and "| mm | 64x64 |" in md and "2.00x" in md
+    assert "`paperzoo bench fake --json out/fake.json`" in md and "| mm | 64x64, fp32 |" in md and "2.00x" in md
     assert "2.00x" in console.export_text()
 
 
@@ -83,14 +83,15 @@ def test_commit_writes_benchmarks_and_keeps_the_readings(tmp_path, monkeypatch):
     with pytest.raises(BenchOptionError, match="not both"):
         run_bench("fake", json_path=tmp_path / "x.json", commit=True, console=quiet)
     (tmp_path / "benchmarks").mkdir()
-    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet)
+    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet, precision="fp32")
     md = tmp_path / "benchmarks" / "fake.md"
     md.write_text(md.read_text() + "\n**Reading.** Ours is 2x faster because of X.\n")
-    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet)
+    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet, precision="fp32")
     text = md.read_text()
-    assert text.count("| mm | 64x64 |") == 1 and text.count("**Reading.** Ours is 2x faster") == 1
+    assert text.count("| mm | 64x64, fp32 |") == 1 and text.count("**Reading.** Ours is 2x faster") == 1
     assert "_Readings below were written for the run of " in text
-    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet)  # and again: one header
+    run_bench("fake", commit=True, command="paperzoo bench fake --commit", console=quiet,
+              precision="fp32")  # and again: one header
     assert md.read_text().count("_Readings below") == 1 and md.read_text().count("**Reading.**") == 1
 
 

@@ -50,3 +50,21 @@ def test_compiled_training_matches_eager_and_resumes_from_plain_state(eager_comp
 def test_compile_must_be_a_bool():
     with pytest.raises(ValueError, match="TrainConfig.compile: expected a bool"):
         TrainConfig(compile="yes")
+
+
+def test_recipe_compile_reaches_every_training_config_that_has_the_field():
+    from paperzoo.papers.funnel.recipe import PRESETS
+    from paperzoo.recipes import compiling, pick
+
+    _, p = pick(PRESETS, "tiny", "funnel")
+    assert p.train.compile is False
+    _, p = pick(PRESETS, "tiny", "funnel", compile=True)
+    assert p.train.compile is True
+    assert not hasattr(p.finetune, "compile")  # a config without the field is left as it is
+    with compiling():  # what `paperzoo reproduce --compile` does: every recipe, whatever its run() forwards
+        _, q = pick(PRESETS, "tiny", "funnel")
+        _, r = pick(PRESETS, "tiny", "funnel", compile=False)  # an explicit choice wins
+    assert q.train.compile is True and r.train.compile is False
+    assert pick(PRESETS, "tiny", "funnel")[1].train.compile is False  # and the block ends
+    with pytest.raises(ValueError, match="compile: expected a bool"):
+        pick(PRESETS, "tiny", "funnel", compile="yes")

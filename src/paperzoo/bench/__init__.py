@@ -7,7 +7,12 @@ A paper's bench function (registered in its ``Paper.benches``) typically does::
     return [BenchResult.from_stats("electra-small fwd", "batch 8 x 128", stats, flops=flops)], {}
 
 and ``paperzoo bench NAME`` prints the ratios and writes ``NAME.json`` and ``.md`` into a fresh
-``runs/bench/NAME/<stamp>/``; ``--commit`` writes the committed ``benchmarks/NAME.json`` and ``.md`` instead.
+``runs/bench/NAME/<stamp>/``; ``--commit`` writes the committed ``benchmarks/NAME.json`` and ``.md`` instead, and
+regenerates ``benchmarks/README.md`` (:mod:`paperzoo.bench.summary`).
+
+The runner calls the function once per precision (fp32, then bf16 where it is fast): forwards run under
+``paperzoo.bench.precision.autocast()``, timings go through its ``time_interleaved`` and rates are against its
+``peak_gflops()`` (see :mod:`paperzoo.bench.precision`).
 """
 
 from paperzoo.bench.results import BenchResult, as_rows, bench_meta, markdown_table, print_table, write_json

@@ -1,4 +1,5 @@
-"""``python -m paperzoo.bench NAME [--commit | --json PATH]``: run a benchmark; without a name, list them.
+"""``python -m paperzoo.bench NAME [--commit | --json PATH] [--precision all|fp32|bf16]``: run a benchmark;
+without a name, list them.
 
 The figures go to a fresh runs/bench/NAME/<stamp>/ (NAME.json and NAME.md) unless --commit writes the committed
 benchmarks/NAME.json and .md (hand-written readings in the .md are kept) or --json names the file."""
@@ -19,13 +20,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="where to write the JSON (default runs/bench/NAME/<stamp>/NAME.json; a .md goes beside)")
     parser.add_argument("--commit", action="store_true",
                         help="write the committed benchmarks/NAME.json and .md (run from the repository root)")
+    parser.add_argument("--precision", choices=("all", "fp32", "bf16"), default="all",
+                        help="all: fp32 rows, then bf16 rows where this machine computes bf16 fast (default)")
     args = parser.parse_args(argv)
     if args.name is None:
         for name, target in sorted(all_benches().items()):
             print(f"{name}\t{target if isinstance(target, str) else getattr(target, '__name__', target)}")
         return 0
     try:
-        run_bench(args.name, json_path=args.json_path, commit=args.commit)
+        run_bench(args.name, json_path=args.json_path, commit=args.commit, precision=args.precision)
     except (KeyError, BenchOptionError) as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 2

@@ -22,16 +22,20 @@ def _all_threads() -> int:
 
 
 def peak(sizes: tuple[int, ...] = PEAK_SIZES, repeats: int = 3) -> tuple[list[BenchResult], dict[str, Any]]:
-    """fp32 square matmul GFLOP/s at 1 thread and at all threads, per size; no peer (ratio n/a).
+    """Square matmul GFLOP/s in the pass's precision (fp32, or bf16: see :mod:`paperzoo.bench.precision`) at
+    1 thread and at all threads, per size; no peer (ratio n/a).
 
     The meta's ``peak_gflops`` is the best figure of all rows (normally all threads, largest size) and each
     row's fraction of peak is relative to it; ``peak_gflops_by_threads`` has the best per thread count.
     """
+    from paperzoo.bench import precision
+
+    dtype, used = precision.dtype(), precision.current().used
     threads = sorted({1, _all_threads()})
-    measured = {t: best_matmul(sizes, torch.float32, threads=t, repeats=repeats) for t in threads}
+    measured = {t: best_matmul(sizes, dtype, threads=t, repeats=repeats) for t in threads}
     best = {t: max(g for _, _, g in m) for t, m in measured.items()}
     top = max(best.values())
-    rows = [BenchResult("peak", f"fp32 matmul {n}x{n}, {t} thread{'s' if t > 1 else ''}", secs * 1e3,
+    rows = [BenchResult("peak", f"{used} matmul {n}x{n}, {t} thread{'s' if t > 1 else ''}", secs * 1e3,
                         flops=2 * n**3, peak_gflops=top, extra={"threads": t, "n": n})
             for t, m in measured.items() for n, secs, _ in m]
     meta = {"peak_gflops": top, "peak_gflops_by_threads": {str(t): g for t, g in best.items()},

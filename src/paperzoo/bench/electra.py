@@ -8,7 +8,7 @@ ours), the same masked batch, and the same sampler. The difference is where the 
 masked positions, as the official TF code does (``gather_positions`` before the head).
 
 Size: discriminator hidden 256, 4 layers, 4 heads, FFN 1024, embeddings 128, generator 1/4
-(hidden 64), vocab 30522, batch 8 x 128, dropout 0.1, fp32 on CPU.
+(hidden 64), vocab 30522, batch 8 x 128, dropout 0.1, on CPU in each precision of the bench's passes.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench.precision import autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import count_flops, time_interleaved
+from paperzoo.measure import count_flops
 
 __all__ = ["build", "hf_pretrain_step", "run"]
 
@@ -82,19 +83,23 @@ def run(batch: int = 8, seq: int = 128, hidden: int = 256, layers: int = 4, voca
 
     def ours_step():
         ours.zero_grad(set_to_none=True)
-        ours(ids, mask, masked=masked).loss.backward()
+        with autocast():
+            loss = ours(ids, mask, masked=masked).loss
+        loss.backward()
 
     def hf_step():
         for p in hf_params:
             p.grad = None
-        hf_pretrain_step(hf_gen, hf_disc, ids, mask, masked).backward()
+        with autocast():
+            loss = hf_pretrain_step(hf_gen, hf_disc, ids, mask, masked)
+        loss.backward()
 
     def ours_fwd():
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             ours(ids, mask, masked=masked)
 
     def hf_fwd():
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             hf_pretrain_step(hf_gen, hf_disc, ids, mask, masked)
 
     f_ours, f_hf = count_flops(ours_step), count_flops(hf_step)
@@ -104,6 +109,7 @@ def run(batch: int = 8, seq: int = 128, hidden: int = 256, layers: int = 4, voca
     case = (f"batch {batch} x {seq}, hidden {hidden}, {layers} layers, generator 1/4, vocab {vocab}, "
             f"{ours.config.mask_prob:.0%} masked ({masked.num_masked} positions)")
     rows = []
+    peak = peak_gflops()
     old = torch.get_num_threads()
     try:
         for threads in sorted({1, old}, reverse=True):
@@ -113,7 +119,7 @@ def run(batch: int = 8, seq: int = 128, hidden: int = 256, layers: int = 4, voca
             fwd = time_interleaved({"ours": ours_fwd, "transformers": hf_fwd}, warmup=warmup, repeats=repeats)
             for label, st, f, pf in (("fwd+bwd", step, f_ours, f_hf), ("forward", fwd, f_ours_fwd, f_hf_fwd)):
                 rows.append(BenchResult.from_stats(f"electra joint step {label}", case + tag, st, flops=f,
-                                                   peer_flops=pf, threads=threads,
+                                                   peak_gflops=peak, peer_flops=pf, threads=threads,
                                                    ours_min_ms=st["ours"].min * 1e3,
                                                    peer_min_ms=st["transformers"].min * 1e3))
     finally:

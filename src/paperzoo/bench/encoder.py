@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench.precision import autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import count_flops, machine_peak_gflops, profile_tables, time_interleaved
+from paperzoo.measure import count_flops, profile_tables
 
 __all__ = ["encoder", "build_pair", "profile_encoder"]
 
@@ -50,11 +51,20 @@ def _cases(hf, ours, batch: int, seq: int) -> dict[str, tuple[Any, Any]]:
     }
 
 
+def _forward(fwd):
+    def f():
+        with autocast():
+            return fwd().detach()
+    return f
+
+
 def _train_step(fwd, modules, grad):
     def step():
         for m in modules:
             m.zero_grad(set_to_none=True)
-        fwd().backward(grad)
+        with autocast():
+            out = fwd()
+        out.backward(grad.to(out.dtype))
     return step
 
 
@@ -62,7 +72,7 @@ def encoder(sizes=SIZES, repeats: int | None = None, min_time: float | None = No
             parts=("layer", "stack", "model")) -> tuple[list[BenchResult], dict[str, Any]]:
     """Run the benchmark; ``repeats`` (default env ``PAPERZOO_BENCH_REPEATS`` or 20) interleaved timed calls."""
     repeats = repeats or int(os.environ.get("PAPERZOO_BENCH_REPEATS", "20"))
-    peak = machine_peak_gflops()
+    peak = peak_gflops()
     hf, ours = build_pair(max_len=max(s for _, s in sizes))
     rows, checks = [], {}
     for batch, seq in sizes:
@@ -70,19 +80,20 @@ def encoder(sizes=SIZES, repeats: int | None = None, min_time: float | None = No
         for part, (f_ours, f_hf) in _cases(hf, ours, batch, seq).items():
             if part not in parts:
                 continue
-            with torch.no_grad():
-                checks[f"{part} {seq}"] = float((f_ours() - f_hf()).abs().max())
+            with torch.no_grad(), autocast():
+                checks[f"{part} {seq}"] = float((f_ours().float() - f_hf().float()).abs().max())
             grad = torch.randn(batch, seq, DIM, generator=torch.Generator().manual_seed(2))
             for mode in ("fwd", "fwd+bwd"):
                 if mode == "fwd":
-                    fo, fh = (lambda f=f_ours: f().detach()), (lambda f=f_hf: f().detach())
+                    fo, fh = _forward(f_ours), _forward(f_hf)
                 else:
                     fo, fh = _train_step(f_ours, [ours], grad), _train_step(f_hf, [hf], grad)
                 stats = time_interleaved({"ours": fo, "transformers": fh}, warmup=3, repeats=repeats,
                                          min_time=min_time)
                 rows.append(BenchResult.from_stats(f"encoder {part} {mode}", case, stats, flops=count_flops(fo),
                                                    peak_gflops=peak, ours_min_ms=stats["ours"].min * 1e3,
-                                                   peer_min_ms=stats["transformers"].min * 1e3))
+                                                   peer_min_ms=stats["transformers"].min * 1e3, identical_math=True,
+                                                   gemm_bound=mode == "fwd+bwd" and part == "stack"))
     meta = {
         "peak_gflops": peak,
         "threads": torch.get_num_threads(),

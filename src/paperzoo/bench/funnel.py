@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench.precision import autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import activation_bytes, count_flops, machine_peak_gflops, profile_tables, time_interleaved
+from paperzoo.measure import activation_bytes, count_flops, profile_tables
 
 __all__ = ["CONFIGS", "build_pair", "inputs", "run", "profile_funnel", "flop_table", "costs"]
 
@@ -77,14 +78,16 @@ def _fns(hf, ours, batch_inputs: dict[str, torch.Tensor], seed: int = 2):
 
     def fwd(m):
         def f():
-            with torch.no_grad():
+            with torch.no_grad(), autocast():
                 return m(**batch_inputs).last_hidden_state
         return f
 
     def step(m):
         def f():
             m.zero_grad(set_to_none=True)
-            m(**batch_inputs).last_hidden_state.backward(grad)
+            with autocast():
+                out = m(**batch_inputs).last_hidden_state
+            out.backward(grad.to(out.dtype))
         return f
 
     return fwd(ours), fwd(hf), step(ours), step(hf)
@@ -115,7 +118,7 @@ def run(configs: tuple[tuple[str, int, int], ...] = CONFIGS, models: tuple[str, 
 
     Keyword arguments shrink it for tests (``peak`` skips measuring the matmul peak)."""
     repeats = repeats or int(os.environ.get("PAPERZOO_BENCH_REPEATS", "10"))
-    peak = peak if peak is not None else machine_peak_gflops()
+    peak = peak if peak is not None else peak_gflops()
     rows, checks = [], {}
     for blocks, batch, seq in configs:
         x = inputs(batch, seq, vocab)
@@ -131,7 +134,8 @@ def run(configs: tuple[tuple[str, int, int], ...] = CONFIGS, models: tuple[str, 
                 stats = time_interleaved({"ours": fo, "transformers": fh}, warmup=warmup, repeats=repeats)
                 rows.append(BenchResult.from_stats(f"funnel {label} {mode}", case, stats, flops=flops[mode],
                                                    peak_gflops=peak, ours_min_ms=stats["ours"].min * 1e3,
-                                                   peer_min_ms=stats["transformers"].min * 1e3))
+                                                   peer_min_ms=stats["transformers"].min * 1e3, identical_math=True,
+                                                   gemm_bound=mode == "fwd+bwd"))
     meta = {
         "peak_gflops": peak,
         "threads": torch.get_num_threads(),
@@ -188,6 +192,11 @@ def flop_table(dim: int = 768, num_heads: int = 12, head_dim: int = 64, ffn_dim:
     return rows
 
 
+def _autocast_loss(clf, batch):
+    with autocast():
+        return clf(**batch).loss
+
+
 def costs(preset: str = "small", repeats: int = 5, warmup: int = 1, paper_table: bool = True
           ) -> tuple[list[BenchResult], dict[str, Any]]:
     """The reproduction's Funnel ("ours") and its FLOP-matched standard Transformer (the peer) at recipe preset
@@ -221,7 +230,8 @@ def costs(preset: str = "small", repeats: int = 5, warmup: int = 1, paper_table:
         masked = pt.train().mask(ids, mask, torch.Generator().manual_seed(0))
 
         def pre_fwd(pt=pt, masked=masked):
-            return pt(ids, mask, masked=masked, noise_generator=torch.Generator().manual_seed(0)).loss
+            with autocast():
+                return pt(ids, mask, masked=masked, noise_generator=torch.Generator().manual_seed(0)).loss
 
         def pre_step(pt=pt, fwd=pre_fwd):
             pt.zero_grad(set_to_none=True)
@@ -229,21 +239,24 @@ def costs(preset: str = "small", repeats: int = 5, warmup: int = 1, paper_table:
 
         def ft_step(clf=clf):
             clf.zero_grad(set_to_none=True)
-            clf(**ft).loss.backward()
+            with autocast():
+                loss = clf(**ft).loss
+            loss.backward()
 
         pre[arch], fine[arch] = pre_step, ft_step
         extra[arch] = {"pretrain_flops": pretrain_step_flops(pt, {"input_ids": ids, "attention_mask": mask}),
                        "finetune_flops": count_flops(ft_step),
                        "pretrain_activation_MiB": activation_bytes(pre_fwd) / 2**20,
-                       "finetune_activation_MiB": activation_bytes(lambda clf=clf: clf(**ft).loss) / 2**20,
+                       "finetune_activation_MiB": activation_bytes(lambda clf=clf: _autocast_loss(clf, ft)) / 2**20,
                        "encoder_params_M": sum(q.numel() for q in clf.funnel.parameters()) / 1e6}
     rows = []
+    peak = peak_gflops()
     for step, fns, case in (("pretrain", pre, f"batch {b} x seq {p.seq_len}"),
                             ("finetune", fine, f"batch {p.finetune.batch_size} x seq {p.finetune.max_len}")):
         stats = time_interleaved(fns, warmup=warmup, repeats=repeats)
         rows.append(BenchResult.from_stats(
             f"funnel {p.model.blocks} vs L{depth} {step} step", f"{case}, d {p.model.dim}", stats,
-            flops=extra["funnel"][f"{step}_flops"], peer_flops=extra["standard"][f"{step}_flops"],
+            flops=extra["funnel"][f"{step}_flops"], peak_gflops=peak, peer_flops=extra["standard"][f"{step}_flops"],
             ours_activation_MiB=extra["funnel"][f"{step}_activation_MiB"],
             peer_activation_MiB=extra["standard"][f"{step}_activation_MiB"],
             ours_encoder_params_M=extra["funnel"]["encoder_params_M"],

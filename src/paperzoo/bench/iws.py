@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from paperzoo.bench.precision import fp32_only
 from paperzoo.bench.results import BenchResult
 from paperzoo.measure import time_interleaved
 from paperzoo.papers.iws import EnsembleConfig, ExpertModel, IWSSession, SessionConfig, acquisition_scores
@@ -90,6 +91,8 @@ def _setup(quick: bool) -> tuple[Any, np.ndarray, np.ndarray]:
 
 def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     """Time ours and the official-style ensemble interleaved; returns ``(rows, meta)``."""
+    fp32_only("a query refits 50 small MLPs inside ExpertModel.fit, whose training loop has no precision setting "
+              "(paperzoo.papers.iws would need one); its matmuls are a few MFLOP each, below where bf16 pays")
     quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
     d, answered, label = _setup(quick)
     fps = torch.as_tensor(d.fps)

@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench.precision import FP32_REF, autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import count_flops, machine_peak_gflops, time_interleaved
+from paperzoo.measure import count_flops
 from paperzoo.papers.latent_shift import LatentShift
 
 DEFAULT_MODELS = Path("runs/latent-shift-small/models/seed-0")
@@ -64,25 +65,29 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     kw = {"output": "logits", "internal_batch_size": 64}  # latents per decode call: what fits the CPU caches
 
     def batched():
-        return ls.attribute(x, target, **kw)
+        with autocast():
+            return ls.attribute(x, target, **kw)
 
     def whole_grid():
-        return ls.attribute(x, target, early_exit=False, **kw)
+        with autocast():
+            return ls.attribute(x, target, early_exit=False, **kw)
 
     def one_at_a_time():
-        return [ls.attribute(x[i:i + 1], int(target[i]), **kw) for i in range(n)]
+        with autocast():
+            return [ls.attribute(x[i:i + 1], int(target[i]), **kw) for i in range(n)]
 
     ig = IntegratedGradients(clf)
 
     def captum_ig():
-        return ig.attribute(x, baselines=torch.zeros_like(x), target=target.tolist(), n_steps=50,
-                            internal_batch_size=512)
+        with autocast():
+            return ig.attribute(x, baselines=torch.zeros_like(x), target=target.tolist(), n_steps=50,
+                                internal_batch_size=512)
 
     ref = batched()
     singles = one_at_a_time()
     same = bool(torch.equal(ref.stop_lambda, torch.cat([s.stop_lambda for s in singles])))
     max_diff = float(max((ref.frames[i] - s.frames[0]).abs().max() for i, s in enumerate(singles)))
-    peak = machine_peak_gflops()
+    peak = peak_gflops()
     # FLOPs: FlopCounterMode cannot follow autograd.grad, so Latent Shift's are counted from its parts: one
     # decode + classify per evaluated (image, lambda) and per frame, plus the gradient pass (forward + backward)
     z = ae.encode(x[:1]).detach()
@@ -103,11 +108,13 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     per = {k: v for k, v in timed.items()}
 
     def row(name, peer, flops_key, **extra):
-        stats = {"batched": per["batched"], peer: per[peer]}
+        stats = {k: per[k] for k in ("batched", peer, "batched" + FP32_REF) if k in per}
         r = BenchResult.from_stats(name, f"{n} lesion positives, per explanation (batch time / {n})", stats,
                                    flops=flops[flops_key] // n, peak_gflops=peak, repeats=reps, **extra)
         r.ours_ms /= n
         r.peer_ms = r.peer_ms / n if r.peer_ms else None
+        if "ours_fp32_ms" in r.extra:
+            r.extra["ours_fp32_ms"] /= n
         return r
 
     stops = torch.tensor([float(v) for v in ref.stop_lambda])
@@ -118,11 +125,11 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
                 grid_points_whole=n * (ref.search_preds.shape[1] - 1)),
             row("latent shift vs captum integrated gradients", "captum IG 50", "ours",
                 peer_flops_per_explanation=flops["ig"] // n)]
-    meta = {"torch_threads": torch.get_num_threads(), "models": source,
+    meta = {"torch_threads": torch.get_num_threads(), "models": source, "peak_gflops": peak,
             "notes": ("Times per explanation: a batch of images explained in one call, divided by the batch. "
                       "Latent Shift: the whole search (gradient, grid decodes and predictions, stopping rules) and "
                       "the 10 frames; the one-at-a-time peer is the same code called per image, as the official "
                       "repositories loop. Captum IG: 50 Gauss-Legendre steps, zero baseline, the map only (no "
-                      "counterfactual). FLOPs: matmuls and convolutions; fp32; interleaved medians on a shared "
-                      "machine.")}
+                      "counterfactual). FLOPs: matmuls and convolutions; in the pass's precision; interleaved "
+                      "medians on a shared machine.")}
     return rows, meta

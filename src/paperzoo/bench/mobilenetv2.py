@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench.precision import FP32_REF, autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import time_interleaved
 
 
 def _models(width: float = 1.0) -> tuple[Any, Any, Any]:
@@ -35,6 +35,13 @@ def _models(width: float = 1.0) -> tuple[Any, Any, Any]:
     return hf, ours, optimize_for_inference(ours)
 
 
+def _infer(model: Any, x: torch.Tensor):
+    def f():
+        with autocast():
+            return model(pixel_values=x)
+    return f
+
+
 def run(sizes: tuple[int, ...] = (224, 96), batches: tuple[int, ...] = (1, 32), train_batch: int = 8,
         train_size: int = 224, width: float = 1.0) -> tuple[list[BenchResult], dict[str, Any]]:
     """Time every case; returns ``(rows, meta)`` for :func:`paperzoo.bench.run_bench` (which calls it with the
@@ -43,6 +50,7 @@ def run(sizes: tuple[int, ...] = (224, 96), batches: tuple[int, ...] = (1, 32), 
 
     quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
     hf, ours, fast = _models(width)
+    peak = peak_gflops()
     rows: list[BenchResult] = []
     for size in sizes:
         madds = count_madds(ours, size)
@@ -50,25 +58,28 @@ def run(sizes: tuple[int, ...] = (224, 96), batches: tuple[int, ...] = (1, 32), 
             x = torch.randn(batch, 3, size, size)
             xc = x.contiguous(memory_format=torch.channels_last)
             with torch.inference_mode():
-                got = fast(pixel_values=xc).logits
-                ref = hf(pixel_values=x).logits
+                with autocast():
+                    got = fast(pixel_values=xc).logits.float()
+                    ref = hf(pixel_values=x).logits.float()
                 max_diff = float((got - ref).abs().max())
                 repeats = 3 if quick else (30 if batch == 1 else 6)
                 stats = time_interleaved({
-                    "transformers": lambda x=x: hf(pixel_values=x),
-                    "eager": lambda x=x: ours(pixel_values=x),
-                    "deployed": lambda xc=xc: fast(pixel_values=xc),
-                }, warmup=1 if quick else 3, repeats=repeats)
+                    "transformers": _infer(hf, x), "eager": _infer(ours, x), "deployed": _infer(fast, xc),
+                }, warmup=1 if quick else 3, repeats=repeats, fp32_ref=("eager", "deployed"))
             hf_ms = stats["transformers"].median * 1e3
             flops = 2 * madds * batch
             for variant in ("eager", "deployed"):
+                fp32 = stats.get(variant + FP32_REF)
                 rows.append(BenchResult(
                     "mobilenetv2 inference", f"{variant}, batch {batch}, {size}x{size}",
-                    stats[variant].median * 1e3, hf_ms, "transformers", flops,
+                    stats[variant].median * 1e3, hf_ms, "transformers", flops, peak,
                     extra={"variant": variant, "batch": batch, "image_size": size,
                            "ours_min_ms": stats[variant].min * 1e3, "peer_min_ms": stats["transformers"].min * 1e3,
                            "images_per_s": batch / stats[variant].median, "repeats": stats[variant].n,
-                           "max_abs_logit_diff_vs_hf": max_diff if variant == "deployed" else 0.0}))
+                           "max_abs_logit_diff_vs_hf": max_diff if variant == "deployed" else 0.0,
+                           "identical_math": variant == "eager",
+                           **({"ours_fp32_ms": fp32.median * 1e3,
+                               "speedup_vs_ours_fp32": fp32.median / stats[variant].median} if fp32 else {})}))
     rows.append(_training(hf, ours, quick, train_batch, train_size))
     meta = {
         "torch_threads": torch.get_num_threads(),
@@ -91,13 +102,15 @@ def _training(hf: Any, ours: Any, quick: bool, batch: int, size: int) -> BenchRe
     hf.train()
     ours.train()
 
-    def step_hf() -> None:
-        hf.zero_grad(set_to_none=True)
-        hf(pixel_values=x, labels=y).loss.backward()
+    def step(model):
+        def f() -> None:
+            model.zero_grad(set_to_none=True)
+            with autocast():
+                loss = model(pixel_values=x, labels=y).loss
+            loss.backward()
+        return f
 
-    def step_ours() -> None:
-        ours.zero_grad(set_to_none=True)
-        ours(pixel_values=x, labels=y).loss.backward()
+    step_hf, step_ours = step(hf), step(ours)
 
     stats = time_interleaved({"ours": step_ours, "transformers": step_hf}, warmup=1 if quick else 2,
                              repeats=2 if quick else 6)
@@ -105,4 +118,5 @@ def _training(hf: Any, ours: Any, quick: bool, batch: int, size: int) -> BenchRe
     ours.eval()
     return BenchResult.from_stats("mobilenetv2 training fwd+bwd", f"eager, batch {batch}, {size}x{size}", stats,
                                   flops=3 * 2 * count_madds(ours, size) * batch,
-                                  ours_min_ms=stats["ours"].min * 1e3, peer_min_ms=stats["transformers"].min * 1e3)
+                                  peak_gflops=peak_gflops(), ours_min_ms=stats["ours"].min * 1e3,
+                                  peer_min_ms=stats["transformers"].min * 1e3, identical_math=True)

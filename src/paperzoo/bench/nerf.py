@@ -21,8 +21,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from paperzoo.bench.precision import FP32_REF, autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import count_flops, time_interleaved
+from paperzoo.measure import count_flops
 from paperzoo.nn.posenc import frequency_encoding
 from paperzoo.papers.nerf import NeRF, NeRFConfig, RenderConfig, get_rays, render_image
 from paperzoo.papers.nerf.render import RenderOutput, sample_pdf
@@ -102,11 +103,9 @@ def _rays(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
 
 def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     """Time every case; returns ``(rows, meta)`` for :func:`paperzoo.bench.run_bench`."""
-    from paperzoo.measure import machine_peak_gflops
-
     quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
     side = 24 if quick else 100
-    peak = machine_peak_gflops()
+    peak = peak_gflops()
     rows: list[BenchResult] = []
     for preset, (n_rays, nc, nf) in CASES.items():
         torch.manual_seed(0)
@@ -118,8 +117,10 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
         def step(render, model=model, o=o, d=d, target=target):
             def f():
                 model.zero_grad(set_to_none=True)
-                out = render(o, d)
-                (F.mse_loss(out.rgb_coarse, target) + F.mse_loss(out.rgb, target)).backward()
+                with autocast():
+                    out = render(o, d)
+                    loss = F.mse_loss(out.rgb_coarse.float(), target) + F.mse_loss(out.rgb.float(), target)
+                loss.backward()
             return f
 
         def mlp_only(model=model, nc=nc, nf=nf, n_rays=n_rays):
@@ -127,15 +128,17 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
             model.zero_grad(set_to_none=True)
             for mlp, s in ((model.coarse, nc), (model.fine, nc + nf)):
                 pts = torch.randn(n_rays, s, 3)
-                rgb, raw = mlp(pts, F.normalize(pts, dim=-1))
-                (rgb.sum() + raw.sum()).backward()
+                with autocast():
+                    rgb, raw = mlp(pts, F.normalize(pts, dim=-1))
+                    loss = rgb.float().sum() + raw.float().sum()
+                loss.backward()
 
         n = repeats or (2 if quick else (8 if preset == "paper" else 10))
         flops = count_flops(step(model))
         port = step(lambda a, b, model=model: reference_render(model, a, b))
         timed = time_interleaved({"ours": step(model), "port-style": port, "mlp only": mlp_only}, warmup=1, repeats=n)
         outside = 1.0 - timed["mlp only"].median / timed["ours"].median
-        stats = {k: timed[k] for k in ("ours", "port-style")}
+        stats = {k: timed[k] for k in ("ours", "port-style", "ours" + FP32_REF) if k in timed}
         rows.append(BenchResult.from_stats(
             f"nerf train step {preset}", f"{n_rays} rays x ({nc} + {nf}) samples, fwd+bwd", stats, flops=flops,
             peak_gflops=peak, rays_per_s=n_rays / stats["ours"].median,
@@ -144,7 +147,9 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
 
         def frame(render, nc=nc, nf=nf):
             def f():
-                return render_image(render, side, side, 138.9 * side / 100, torch.eye(4), chunk=CHUNK // (2 * nc + nf))
+                with autocast():
+                    return render_image(render, side, side, 138.9 * side / 100, torch.eye(4),
+                                        chunk=CHUNK // (2 * nc + nf))
             return f
 
         m = 1 if quick or preset == "paper" else 3
@@ -154,7 +159,7 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
                                  repeats=m)
         rows.append(BenchResult.from_stats(f"nerf render {preset}", f"{side}x{side} frame, ({nc} + {nf}) samples",
                                            stats, flops=flops, peak_gflops=peak, repeats=m))
-    meta = {"torch_threads": torch.get_num_threads(),
+    meta = {"torch_threads": torch.get_num_threads(), "peak_gflops": peak,
             "notes": ("Same weights and rays for both; eval-mode (deterministic) sampling for the output check, "
                       "train-step timings without perturbation differences. FLOPs: matmuls only "
                       "(torch.utils.flop_counter). Interleaved medians on a shared machine.")}

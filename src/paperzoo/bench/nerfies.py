@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench.precision import FP32_REF, autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import count_flops, time_interleaved
+from paperzoo.measure import count_flops
 from paperzoo.papers.nerf.model import NeRFConfig
 from paperzoo.papers.nerf.render import RenderConfig
 from paperzoo.papers.nerfies import Nerfies, NerfiesConfig, WarpConfig, elastic_loss, nerfies_loss
@@ -58,9 +59,10 @@ def train_step(model: Nerfies, b: dict, elastic: bool, background: bool):
     """A closure: one forward + backward of ``nerfies_loss`` (elastic weight 0.01, background weight 1)."""
     def f():
         model.zero_grad(set_to_none=True)
-        out = model(b["o"], b["d"], b["ids"], return_jacobian=elastic)
-        bg = model.background_warp(b["static"]) if background else None
-        loss, _ = nerfies_loss(out, b["rgb"], elastic_weight=0.01 if elastic else 0.0, background=bg)
+        with autocast():
+            out = model(b["o"], b["d"], b["ids"], return_jacobian=elastic)
+            bg = model.background_warp(b["static"]) if background else None
+            loss, _ = nerfies_loss(out, b["rgb"], elastic_weight=0.01 if elastic else 0.0, background=bg)
         loss.backward()
     return f
 
@@ -89,23 +91,25 @@ def jacobian_closures(model: Nerfies, n: int, seed: int = 0) -> tuple[dict, floa
 
     def ours():
         field.zero_grad(set_to_none=True)
-        _, jac = field.warp_and_jacobian(pts, codes, m)
-        elastic_loss(jac[:, None], weights).backward()
+        with autocast():
+            _, jac = field.warp_and_jacobian(pts, codes, m)
+            loss = elastic_loss(jac[:, None], weights)
+        loss.backward()
 
     def ref():
         field.zero_grad(set_to_none=True)
-        _, jac = reference_jacobian(field, pts, codes, m)
-        elastic_loss(jac[:, None], weights).backward()
+        with autocast():
+            _, jac = reference_jacobian(field, pts, codes, m)
+            loss = elastic_loss(jac[:, None], weights)
+        loss.backward()
     return {"jacfwd+vmap": ours, "autograd": ref}, diff
 
 
 def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     """Time every case; returns ``(rows, meta)`` for :func:`paperzoo.bench.run_bench`."""
-    from paperzoo.measure import machine_peak_gflops
-
     quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
     cases = ("tiny",) if quick else ("small", "paper")
-    peak = machine_peak_gflops()
+    peak = peak_gflops()
     rows: list[BenchResult] = []
     for case in cases:
         _, _, n_rays, nc, nf, n_bg = CASES[case]
@@ -114,13 +118,13 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
         n = repeats or (2 if quick else 5)
         closures = {"nerfies": train_step(full, b, True, True), "nerf": train_step(nerf, b, False, False),
                     "se3, no elastic": train_step(full, b, False, True)}
-        timed = time_interleaved(closures, warmup=1, repeats=n)
+        timed = time_interleaved(closures, warmup=1, repeats=n, fp32_ref=("nerfies", "se3, no elastic"))
         for label, peer in (("nerfies", "nerf"), ("se3, no elastic", "nerf")):
             flops = count_flops(closures[label])
             rows.append(BenchResult.from_stats(
                 f"nerfies train step {case} ({label} vs nerf)",
                 f"{n_rays} rays x ({nc} + {nf}) samples, fwd+bwd" + (f", {n_bg} background points"),
-                {label: timed[label], peer: timed[peer]}, flops=flops, peak_gflops=peak,
+                {k: timed[k] for k in (label, peer, label + FP32_REF) if k in timed}, flops=flops, peak_gflops=peak,
                 rays_per_s=n_rays / timed[label].median, peer_rays_per_s=n_rays / timed[peer].median, repeats=n))
         points = n_rays * nc  # as many as the elastic loss sees in a step
         jac, diff = jacobian_closures(full, points)
@@ -130,8 +134,8 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
             flops=count_flops(jac["jacfwd+vmap"]), peak_gflops=peak,
             us_per_sample=stats["jacfwd+vmap"].median / points * 1e6,
             peer_us_per_sample=stats["autograd"].median / points * 1e6, max_abs_diff_vs_autograd=diff, repeats=n))
-    meta = {"torch_threads": torch.get_num_threads(),
-            "notes": ("Same rays, codes and weights across rows; fp32; the coarse-to-fine window fully open. The NeRF "
-                      "peer is the same template without a deformation field. FLOPs: matmuls only "
+    meta = {"torch_threads": torch.get_num_threads(), "peak_gflops": peak,
+            "notes": ("Same rays, codes and weights across rows; in the pass's precision; the coarse-to-fine window "
+                      "fully open. The NeRF peer is the same template without a deformation field. FLOPs: matmuls only "
                       "(torch.utils.flop_counter). Interleaved medians on a shared machine.")}
     return rows, meta

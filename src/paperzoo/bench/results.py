@@ -77,8 +77,18 @@ class BenchResult:
     @classmethod
     def from_stats(cls, name: str, case: str, stats: Mapping[str, Stats], flops: int | None = None,
                    peak_gflops: float | None = None, **extra: Any) -> BenchResult:
-        """A row from :func:`time_interleaved` output: the first entry is ours, the second (if any) the peer."""
+        """A row from :func:`time_interleaved` output: the first entry is ours, the second (if any) the peer.
+
+        Entries re-timed in fp32 during a bf16 pass (:func:`paperzoo.bench.precision.time_interleaved`) are not
+        sides: ours' becomes ``ours_fp32_ms`` and ``speedup_vs_ours_fp32`` (ours fp32 time / ours bf16 time)."""
+        from paperzoo.bench.precision import FP32_REF
+
+        refs = {k: s for k, s in stats.items() if k.endswith(FP32_REF)}
+        stats = {k: s for k, s in stats.items() if k not in refs}
         keys = list(stats)
+        if keys and keys[0] + FP32_REF in refs:
+            fp32_ms = refs[keys[0] + FP32_REF].median * 1e3
+            extra = {**extra, "ours_fp32_ms": fp32_ms, "speedup_vs_ours_fp32": fp32_ms / (stats[keys[0]].median * 1e3)}
         if not 1 <= len(keys) <= 2:
             raise ValueError(f"stats must hold ours and at most one peer, got {keys}")
         peer = keys[1] if len(keys) == 2 else ""
@@ -221,6 +231,16 @@ def _readings(path: Path, md_path: Path) -> str:
     return f"{_READINGS}{when}; check them against the figures above._\n\n{extra}"
 
 
+def _peak_line(meta: Mapping[str, Any], peak: float | None) -> str:
+    """The header line of the measured peak(s): one per precision pass, a skipped pass with its reason."""
+    passes = meta.get("precisions")
+    if not passes:
+        return f"- measured {meta.get('peak_precision', 'fp32')} matmul peak: {_f(peak, '.1f')} GFLOP/s"
+    parts = [f"{p} {_f(v.get('peak_gflops'), '.1f')} GFLOP/s" if "skipped" not in v else f"{p} skipped ({v['skipped']})"
+             for p, v in passes.items()]
+    return "- measured matmul peaks: " + ", ".join(parts) + " (each row's % peak is against its precision's peak)"
+
+
 def markdown_file(rows: Iterable[BenchResult | Mapping[str, Any]], meta: Mapping[str, Any], stem: str = "") -> str:
     """The ``.md`` that :func:`write_json` writes for ``rows`` and ``meta``: header lines, the table, the notes."""
     m = meta.get("machine") or {}
@@ -231,7 +251,7 @@ def markdown_file(rows: Iterable[BenchResult | Mapping[str, Any]], meta: Mapping
              f"- machine: {m.get('cpu', '?')}, {m.get('cpu_usable', m.get('cpu_count', '?'))} cores, "
              f"torch {m.get('torch', '?')} with {m.get('torch_threads', '?')} threads"
              + (f", load average {meta['load_average']}" if meta.get("load_average") else ""),
-             f"- measured {meta.get('peak_precision', 'fp32')} matmul peak: {_f(peak, '.1f')} GFLOP/s",
+             _peak_line(meta, peak),
              f"- {_CAPTION}", "",
              markdown_table(rows)]
     notes = meta.get("notes")

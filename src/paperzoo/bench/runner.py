@@ -15,6 +15,7 @@ from paperzoo.bench.results import BenchResult, as_rows, bench_meta, print_table
 BENCHES: dict[str, str | Callable[[], Any]] = {
     "peak": "paperzoo.bench.core:peak",
     "encoder": "paperzoo.bench.encoder:encoder",
+    "compile": "paperzoo.bench.compile:run",
 }
 
 
@@ -91,19 +92,29 @@ def bench_path(name: str, json_path: Path | None = None, commit: bool = False) -
 
 
 def run_bench(name: str, json_path: Path | None = None, command: str | None = None,
-              console: Any = None, commit: bool = False) -> tuple[list[BenchResult], dict[str, Any]]:
-    """Run bench ``name``, print its table, write the JSON and the ``.md`` beside it, and say where.
+              console: Any = None, commit: bool = False, precision: str = "all"
+              ) -> tuple[list[BenchResult], dict[str, Any]]:
+    """Run bench ``name`` once per precision, print its tables, write the JSON and the ``.md`` beside it, say where.
+
+    ``precision``: "all" (fp32, then bf16 where this machine computes it fast: see
+    :func:`paperzoo.bench.precision.passes`), "fp32" or "bf16". Each pass runs the bench function inside
+    :func:`paperzoo.bench.precision.using`; its rows are tagged with the precision (``precision`` in the JSON, and
+    in the case text) and every row with FLOPs gets the matmul peak of its pass's precision, so its fraction of
+    peak is against the peak of the precision used. A skipped pass (no fast bf16, or a bench that declared
+    :func:`~paperzoo.bench.precision.fp32_only`) is recorded with its reason in ``meta["precisions"]``.
 
     The JSON goes to ``json_path``, or with ``commit`` to the committed ``benchmarks/<name>.json`` (hand-written
-    readings in its ``.md`` are kept), or by default to a fresh run folder ``runs/bench/<name>/<stamp>/``
-    (see :func:`bench_path`): a plain run never overwrites committed results.
+    readings in its ``.md`` are kept; ``benchmarks/README.md`` is regenerated: :mod:`paperzoo.bench.summary`), or by
+    default to a fresh run folder ``runs/bench/<name>/<stamp>/`` (see :func:`bench_path`): a plain run never
+    overwrites committed results.
 
     The bench function takes no arguments and returns ``(rows, meta)``, a ``{"rows", "meta"}`` dict or a list of
-    rows (:class:`BenchResult` or dicts). The meta written gains the command, date, git commit, machine and the
-    measured fp32 matmul peak (measured here unless the bench reports ``peak_gflops``), and rows that have FLOPs
-    but no peak get it, so every row carries its fraction of peak. An unknown ``name`` raises ``KeyError``
-    listing the valid names.
+    rows (:class:`BenchResult` or dicts). The meta written is the first pass's own meta, with the command, date, git
+    commit, machine, that pass's peak (``peak_gflops``, ``peak_precision``) and ``precisions``: per pass its peak,
+    the reason, and (after the first) its own meta. An unknown ``name`` raises ``KeyError`` listing the valid names.
     """
+    from paperzoo.bench import precision as prec
+
     benches = all_benches()
     if name not in benches:
         raise KeyError(f"unknown bench {name!r}; valid names: {', '.join(sorted(benches))}")
@@ -111,24 +122,48 @@ def run_bench(name: str, json_path: Path | None = None, command: str | None = No
         raise BenchOptionError("give either --json PATH or --commit, not both")
     if commit:
         bench_path(name, commit=True)  # fail before a long bench, not after
+    plan = prec.passes(precision)  # fails on a bad name before a long bench
     fn = _resolve(benches[name])
-    try:
-        out = fn()
-    except KeyError as e:  # keep the CLI from mistaking it for an unknown name
-        raise RuntimeError(f"bench {name!r} failed: KeyError {e}") from e
-    rows, own_meta = _split(out, name)
-    peak = own_meta.get("peak_gflops")
-    if peak is None:
-        from paperzoo.measure import machine_peak_gflops
-
-        peak = machine_peak_gflops()
-    meta = {**bench_meta(name, command, peak), **own_meta, "peak_gflops": peak}
-    for r in rows:
-        if r.flops and r.peak_gflops is None:
-            r.peak_gflops = peak
-    print_table(rows, title=f"bench {name} (peak {peak:.1f} GFLOP/s)", console=console)
+    rows: list[BenchResult] = []
+    first: dict[str, Any] | None = None
+    by_precision: dict[str, dict[str, Any]] = {}
+    for used, p, reason in plan:
+        if p is None:
+            by_precision[used] = {"skipped": reason}
+            continue
+        with prec.using(p):
+            try:
+                out = fn()
+            except prec.PrecisionSkipped as e:
+                by_precision[used] = {"skipped": str(e.args[0])}
+                continue
+            except KeyError as e:  # keep the CLI from mistaking it for an unknown name
+                raise RuntimeError(f"bench {name!r} failed: KeyError {e}") from e
+            got, own = _split(out, name)
+            peak = own.get("peak_gflops") or prec.peak_gflops()
+        for r in got:
+            r.extra["precision"] = used
+            if used not in r.case.replace(",", " ").split():
+                r.case = f"{r.case}, {used}"
+            if r.flops:
+                r.peak_gflops = peak
+        print_table(got, title=f"bench {name}, {used} (peak {peak:.1f} GFLOP/s)", console=console)
+        rows += got
+        by_precision[used] = {"peak_gflops": peak, "reason": reason, "rows": len(got)}
+        if first is None:
+            first = {**own, "peak_gflops": peak, "peak_precision": used}
+        else:
+            by_precision[used]["meta"] = {k: v for k, v in own.items() if k != "peak_gflops"}
+    if first is None:
+        raise RuntimeError(f"bench {name!r} ran in no precision: " +
+                           "; ".join(f"{k}: {v['skipped']}" for k, v in by_precision.items()))
+    meta = {**bench_meta(name, command, first["peak_gflops"]), **first, "precisions": by_precision}
     path = bench_path(name, json_path, commit)
     write_json(path, rows, meta, keep_readings=commit)
+    if commit:  # the summary of every committed bench, and the speed targets, follow the committed files
+        from paperzoo.bench.summary import write_readme
+
+        write_readme(path.parent)
     if console is None:
         from rich.console import Console
 

@@ -24,8 +24,9 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench.precision import autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import activation_bytes, count_flops, loglog_slope, time_interleaved
+from paperzoo.measure import activation_bytes, count_flops, loglog_slope
 
 CASES = {
     "small 64x64": dict(image_size=64, patch_size=4, embed_dim=128, depths=[2, 2], num_heads=[4, 8], window_size=4),
@@ -51,6 +52,7 @@ def run(batch: int = 8, repeats: int | None = None) -> tuple[list[BenchResult], 
     """Time every case; returns ``(rows, meta)`` for :func:`paperzoo.bench.run_bench`."""
     quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
     rows: list[BenchResult] = []
+    peak = peak_gflops()
     for case, cfg in CASES.items():
         hf, ours = _pair(cfg)
         size = cfg["image_size"]
@@ -60,32 +62,35 @@ def run(batch: int = 8, repeats: int | None = None) -> tuple[list[BenchResult], 
 
         def fwd(model, x=x):
             def f():
-                with torch.no_grad():
+                with torch.no_grad(), autocast():
                     return model(pixel_values=x).last_hidden_state
             return f
 
         def fwd_bwd(model, x=x):
             def f():
                 model.zero_grad(set_to_none=True)
-                model(pixel_values=x).last_hidden_state.square().mean().backward()
+                with autocast():
+                    loss = model(pixel_values=x).last_hidden_state.float().square().mean()
+                loss.backward()
             return f
 
         hf.eval(), ours.eval()
-        max_diff = float((fwd(ours)() - fwd(hf)()).abs().max())
+        max_diff = float((fwd(ours)().float() - fwd(hf)().float()).abs().max())
         flops = count_flops(fwd(ours))
         stats = time_interleaved({"ours": fwd(ours), "transformers": fwd(hf)}, warmup=1 if quick or big else 3,
                                  repeats=n)
         rows.append(BenchResult.from_stats(f"swin fwd {case}", f"batch {batch}, eval, no grad", stats, flops=flops,
-                                           ours_min_ms=stats["ours"].min * 1e3,
+                                           peak_gflops=peak, ours_min_ms=stats["ours"].min * 1e3,
                                            peer_min_ms=stats["transformers"].min * 1e3, repeats=n,
-                                           max_abs_diff_vs_hf=max_diff))
+                                           max_abs_diff_vs_hf=max_diff, identical_math=True))
         hf.train(), ours.train()
         flops = count_flops(fwd_bwd(ours))
         stats = time_interleaved({"ours": fwd_bwd(ours), "transformers": fwd_bwd(hf)},
                                  warmup=1 if quick or big else 2, repeats=n)
         rows.append(BenchResult.from_stats(f"swin fwd+bwd {case}", f"batch {batch}, train", stats, flops=flops,
-                                           ours_min_ms=stats["ours"].min * 1e3,
-                                           peer_min_ms=stats["transformers"].min * 1e3, repeats=n))
+                                           peak_gflops=peak, ours_min_ms=stats["ours"].min * 1e3,
+                                           peer_min_ms=stats["transformers"].min * 1e3, repeats=n,
+                                           identical_math=True, gemm_bound=big))
     meta = {
         "torch_threads": torch.get_num_threads(),
         "notes": ("Same weights (ours = from_hf(HF)); HF uses its default attention (sdpa). Ours: fused qkv, "

@@ -1,12 +1,12 @@
 """``paperzoo bench transformer-mods``: one training step (forward + backward) of each variant of the small grid
 against the dense baseline, interleaved in one process, at the ``small`` preset's size and batch.
 
-Each row: the variant (ours) vs ``vanilla`` (peer) on the same batch of 32 x 64 tokens, in the precision the
-recipe uses here (``auto``: bf16 autocast where the CPU computes it fast); FLOPs counted by ``count_flops`` on the
-variant's step, the fraction of the measured matmul peak of that precision, and the measured steps/s. GLU variants
-are matched to the baseline's parameters, so their FLOPs per token match too; the Switch row has the dense FLOPs
-per token (each expert the dense FFN's size) plus the router, with twice the parameters: its ratio is the cost of
-routing. ``ratio`` = baseline time / variant time (> 1: the variant is faster).
+Each row: the variant (ours) vs ``vanilla`` (peer) on the same batch of 32 x 64 tokens, in each precision of the
+bench's passes (fp32, then bf16 autocast where the CPU computes it fast: the recipe's ``auto``); FLOPs counted by
+``count_flops`` on the variant's step, the fraction of the measured matmul peak of that precision, and the measured
+steps/s. GLU variants are matched to the baseline's parameters, so their FLOPs per token match too; the Switch row
+has the dense FLOPs per token (each expert the dense FFN's size) plus the router, with twice the parameters: its
+ratio is the cost of routing. ``ratio`` = baseline time / variant time (> 1: the variant is faster).
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench import precision
+from paperzoo.bench.precision import autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import count_flops, machine_peak_gflops, time_interleaved
+from paperzoo.measure import count_flops
 
 VARIANTS = ("gelu", "swiglu", "geglu", "reglu", "glu", "rmsnorm", "rezero", "rezero_layernorm", "fixup",
             "deep_narrow", "block_sharing", "switch", "pos_rotary", "pos_learned_concat")
@@ -31,7 +33,6 @@ def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 6, warmup: int = 2,
     from paperzoo.papers.transformer_mods.grid import build_configs, load_grid
     from paperzoo.papers.transformer_mods.model import ModsConfig, ModsLM
     from paperzoo.papers.transformer_mods.recipe import loss_fn
-    from paperzoo.train.precision import resolve_precision
 
     threads = threads or int(os.environ.get("PAPERZOO_BENCH_THREADS", "0")) or None
     before = torch.get_num_threads()
@@ -42,9 +43,8 @@ def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 6, warmup: int = 2,
         names = grid.select(variants)
         base = ModsConfig.preset(size, vocab_size=VOCAB)
         cfgs = build_configs(grid, base, names)
-        prec = resolve_precision("auto", "cpu")
-        dtype = torch.bfloat16 if prec.used == "bf16" else torch.float32
-        peak = machine_peak_gflops(dtype)
+        prec = precision.current()
+        peak = peak_gflops()
         x = torch.randint(5, VOCAB, (batch, base.max_len), generator=torch.Generator().manual_seed(0))
         models = {}
         for n in names:
@@ -53,7 +53,7 @@ def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 6, warmup: int = 2,
 
         def step(m):
             def go() -> None:
-                with prec.autocast("cpu"):
+                with autocast():
                     loss = loss_fn(m, x)[0]
                 loss.backward()
                 m.zero_grad(set_to_none=True)

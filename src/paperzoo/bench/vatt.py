@@ -3,11 +3,11 @@
 There is no complete PyTorch VATT to compare against, so the peer of every row is the same model without DropToken
 (keep 1.0) on the same batch: ratio = its step time / the row's (> 1: DropToken saves that much). Rows:
 
-* ``train step keep-k`` (the CPU ``small`` model, batch 32, bf16 where fast; then a ``wide`` model, d 256, 4
-  layers, 512 video + 256 audio tokens, batch 8, whose step the matmuls and attention dominate): forward + backward
-  of NCE + MIL-NCE, with counted FLOPs, the fraction of the machine's matmul peak, the activation memory of the step
-  (bytes autograd saves) and the memory a materialised softmax attention would need at that token count
-  (batch x heads x n^2 per layer, video + audio; the fused kernels never hold it);
+* ``train step keep-k`` (the CPU ``small`` model, batch 32, in each precision of the bench's passes; then a
+  ``wide`` model, d 256, 4 layers, 512 video + 256 audio tokens, batch 8, whose step the matmuls and attention
+  dominate): forward + backward of NCE + MIL-NCE, with counted FLOPs, the fraction of the machine's matmul peak, the
+  activation memory of the step (bytes autograd saves) and the memory a materialised softmax attention would need at
+  that token count (batch x heads x n^2 per layer, video + audio; the fused kernels never hold it);
 * in the meta, ``mbs_video_forward_counted``: the paper's ViT-Medium video backbone on one clip of 32 x 224 x 224,
   FLOPs counted on the meta device (nothing runs), against the paper's Table 7 (785 / 574 / 375 / 188 GFLOPs at keep
   1 / 0.75 / 0.5 / 0.25).
@@ -24,8 +24,10 @@ from typing import Any
 
 import torch
 
+from paperzoo.bench import precision
+from paperzoo.bench.precision import autocast, peak_gflops, time_interleaved
 from paperzoo.bench.results import BenchResult
-from paperzoo.measure import activation_bytes, count_flops, loglog_slope, machine_peak_gflops, time_interleaved
+from paperzoo.measure import activation_bytes, count_flops, loglog_slope
 from paperzoo.papers.vatt import VATT, VATTConfig, VATTLoss
 from paperzoo.papers.vatt.model import DropToken, backbone
 
@@ -66,14 +68,14 @@ def _keep_rate_rows(cfg: VATTConfig, case: str, b: int, n: int, amp, peak: float
     def step(m):
         def f():
             m.zero_grad(set_to_none=True)
-            with amp.autocast("cpu"):
+            with autocast():
                 out = loss(m(**x))[0]
             out.backward()
         return f
 
     def forward(m):
         def f():
-            with amp.autocast("cpu"):
+            with autocast():
                 return loss(m(**x))[0]
         return f
 
@@ -89,7 +91,7 @@ def _keep_rate_rows(cfg: VATTConfig, case: str, b: int, n: int, amp, peak: float
         kept.append(m.video_in.drop.keep + m.audio_in.drop.keep)
         rows.append(BenchResult.from_stats(
             f"vatt train step keep-{k}", f"{case}, batch {b}, {amp.used}, fwd+bwd NCE + MIL-NCE",
-            stats if k != 1.0 else {f"keep-{k}": stats[f"keep-{k}"]}, flops=flops, peak_gflops=peak,
+            stats, flops=flops, peak_gflops=peak, gemm_bound=case.startswith("wide"),
             video_tokens=m.video_in.drop.keep, audio_tokens=m.audio_in.drop.keep, activation_mib=round(act, 2),
             softmax_attention_mib=round(_attention_mib(m.cfg, b, k), 2), repeats=n))
     return rows, times, kept
@@ -97,11 +99,9 @@ def _keep_rate_rows(cfg: VATTConfig, case: str, b: int, n: int, amp, peak: float
 
 def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
     """Time every keep rate; returns ``(rows, meta)`` for :func:`paperzoo.bench.run_bench`."""
-    from paperzoo.train.precision import resolve_precision
-
     quick = os.environ.get("PAPERZOO_BENCH_QUICK") == "1"
-    amp = resolve_precision("auto", "cpu")
-    peak = machine_peak_gflops(torch.bfloat16 if amp.used == "bf16" else torch.float32)
+    amp = precision.current()
+    peak = peak_gflops()
     n = repeats or (2 if quick else 8)
     rows, times, kept = _keep_rate_rows(VATTConfig.preset("tiny" if quick else "small"),
                                         "tiny model" if quick else "small model", 8 if quick else 32, n, amp, peak)
@@ -130,7 +130,6 @@ def run(repeats: int | None = None) -> tuple[list[BenchResult], dict[str, Any]]:
                               "paper gflops": PAPER_GFLOPS[k],
                               "paper ratio": round(PAPER_GFLOPS[k] / PAPER_GFLOPS[1.0], 3)} for k, g in mbs.items()}
     meta = {"torch_threads": torch.get_num_threads(), "precision": amp.to_dict(), "peak_gflops": peak,
-            "peak_precision": amp.used,  # the rows' % peak is against the peak of the precision they ran in
             "time_vs_kept_tokens_loglog_slope": slopes,
             "mbs_video_forward_counted": mbs_rows,
             "notes": ("Peer = the same model and weights without DropToken (keep 1.0), interleaved. FLOPs counted by "
