@@ -1,7 +1,11 @@
 """The copy-task measurements behind the ELECTRA README's table: which discriminator configurations learn to flag
 "this token is a copy of the previous one" (paperzoo.papers.electra.copy_task), one knob at a time.
 
-    PYTHONPATH=src python docs/reports/electra/copy_task_sweep.py SCALE [NAME ...] > copy_task_SCALE.jsonl
+    PYTHONPATH=src python docs/reports/electra/copy_task_sweep.py SCALE [NAME | SPEC ...] > copy_task_SCALE.jsonl
+
+NAME: one of the named variants below (all of them when none is given); SPEC: a JSON change to SCALE's defaults,
+e.g. '{"t": {"position": "rotary"}, "lr": 1e-3, "steps": 2000, "warmup": 100, "eval_every": 250}' ("enc": fields
+of the TextEncoderConfig, "t": of its TransformerConfig, "hd" = 1/sqrt(head_dim), the rest: CopyTaskConfig).
 
 SCALE: "small" (the recipes' model: emb 64, hidden 128, 4 layers, 2 heads, FFN 512; vocabulary 8000, windows of
 64 tokens, batch 32, 400 steps) or "tiny" (the unit test's model: emb 32, hidden 64, 2 layers; vocabulary 1000,
@@ -53,12 +57,23 @@ def variants(model: ElectraConfig, task: CopyTaskConfig):
     return out
 
 
+def from_spec(model: ElectraConfig, task: CopyTaskConfig, spec: str):
+    """(encoder config, task config) of a JSON change to the scale's defaults (see the module docstring)."""
+    kw = json.loads(spec)
+    base = model.discriminator_config()
+    t = base.transformer
+    tkw = {k: (t.head_dim ** -0.5 if v == "hd" else v) for k, v in kw.pop("t", {}).items()}
+    enc = dataclasses.replace(base, **kw.pop("enc", {}), transformer=dataclasses.replace(t, **tkw))
+    return enc, dataclasses.replace(task, **kw)
+
+
 if __name__ == "__main__":
     scale, names = sys.argv[1], sys.argv[2:]
     model, task = SCALES[scale]
-    for name, (enc, tk) in variants(model, task).items():
-        if names and name not in names:
-            continue
+    named = variants(model, task)
+    runs = {n: named[n] for n in names if n in named} if names else named
+    runs.update({n: from_spec(model, task, n) for n in names if n not in named})
+    for name, (enc, tk) in runs.items():
         t0 = time.perf_counter()
         r = train_copy_task(enc, tk, seed=0, threads=1)
         print(json.dumps({"scale": scale, "name": name, **r, "seconds": round(time.perf_counter() - t0, 1)}),

@@ -9,6 +9,7 @@ from paperzoo.nn.outputs import BaseModelOutput
 from paperzoo.papers.electra.evaluation import (
     CONTEXT_LEARNED,
     context_verdict,
+    cross_fitted_odds,
     evaluate_pretrainer,
     replaced_id_odds,
     replaced_token_probe,
@@ -97,16 +98,33 @@ def test_probe_is_fixed_and_restores_the_mode():
         replaced_token_probe(model, data, unigram=torch.zeros(VOCAB))
 
 
+class HalfOdds(nn.Module):
+    """A context-free discriminator body whose score is the id's replaced odds estimated on the other half of the
+    windows (read in order, batch after batch): the id-AUC's own scorer."""
+
+    def __init__(self, first: torch.Tensor, second: torch.Tensor, cut: int, n: int):
+        super().__init__()
+        self.first, self.second, self.cut, self.n, self.at = first.float(), second.float(), cut, n, 0
+        self.w = nn.Parameter(torch.zeros(1), requires_grad=False)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+        rows = (self.at + torch.arange(len(input_ids))) % self.n
+        self.at = (self.at + len(input_ids)) % self.n
+        table = torch.where((rows < self.cut)[:, None], self.second[input_ids], self.first[input_ids])
+        return BaseModelOutput(last_hidden_state=table.log()[..., None])
+
+
 def test_id_auc_of_a_scorer_equal_to_the_per_id_odds_equals_its_auc():
     data = zipf_windows()
     model = pretrainer(IdScorer(torch.zeros(VOCAB)))
-    odds = replaced_id_odds(model, data)
-    model.discriminator_body.scores.copy_(odds.log())  # score = log q(v), the context-free optimum's ranking
-    res = evaluate_pretrainer(model, data)
+    first, second, cut = cross_fitted_odds(model, data, batch=40)
+    assert cut == len(data) // 2 and not torch.equal(first, second)
+    model.discriminator_body = HalfOdds(first, second, cut, len(data))
+    res = evaluate_pretrainer(model, data, batch=40)  # batches that straddle the halves
     assert 0.6 < res["eval_disc_auc"] < 1.0  # the skewed generator makes ids informative
     assert res["eval_disc_auc"] == res["eval_id_auc"]
     assert res["eval_probe_auc"] == pytest.approx(0.5, abs=0.03)
-    model.discriminator_body.scores.copy_(torch.randn(VOCAB))  # another context-free scorer cannot beat it
+    model.discriminator_body = IdScorer(torch.randn(VOCAB))  # another context-free scorer does worse
     assert evaluate_pretrainer(model, data)["eval_disc_auc"] < res["eval_id_auc"]
 
 

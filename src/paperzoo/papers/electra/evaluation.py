@@ -4,12 +4,11 @@ A replaced-token detector can score a high AUC without reading any context: the 
 more often than the text shows them (early in training, the ids it over-samples), so knowing "which ids the
 generator likes" ranks replaced tokens high. :func:`evaluate_pretrainer` reports, beside the discriminator's AUC:
 
-* ``eval_id_auc``: the AUC of the best context-free scorer, ``s(v) = P(a token shown as id v was replaced)`` under
-  the current generator (:func:`replaced_id_odds`), on the same positions and labels as ``eval_disc_auc``. The odds
-  come from a clean split of the randomness: an independent masking of the same held-out windows (its own seed),
-  with the generator's expected replacement counts (its softmax, not its samples); neither the masks, the samples
-  nor the labels being scored are used. Knowing the held-out text's own id counts, it is an upper bound for what a
-  context-free discriminator can reach.
+* ``eval_id_auc``: the AUC of a context-free scorer, ``s(v) = P(a token shown as id v was replaced)`` under the
+  current generator (:func:`replaced_id_odds`), on the same positions and labels as ``eval_disc_auc``. Clean
+  split (:func:`cross_fitted_odds`): the odds are estimated on one half of the held-out windows, with an
+  independent masking and the generator's expected replacement counts (its softmax, not its samples), and score the
+  other half, and vice versa; neither the tokens, the masks, the samples nor the labels being scored are used.
 * ``eval_probe_auc`` (and ``_acc``): the context probe (:func:`replaced_token_probe`): the same held-out windows
   with 15% of the non-special tokens replaced by draws from the windows' own unigram distribution; replaced and
   original tokens then have the same id distribution, so any context-free scorer has expected AUC 0.5.
@@ -35,8 +34,8 @@ from paperzoo.report.verdict import Beats, Paired, Verdict, all_of
 if TYPE_CHECKING:
     from .objective import ElectraPretrainer, PretrainOutput
 
-__all__ = ["binary_auc", "pretraining_metrics", "evaluate_pretrainer", "replaced_id_odds", "replaced_token_probe",
-           "token_state_cosine", "context_verdict", "CONTEXT_LEARNED"]
+__all__ = ["binary_auc", "pretraining_metrics", "evaluate_pretrainer", "replaced_id_odds", "cross_fitted_odds",
+           "replaced_token_probe", "token_state_cosine", "context_verdict", "CONTEXT_LEARNED"]
 
 # what context_verdict's verdicts mean for a discriminator
 CONTEXT_LEARNED = {"reproduced": "learned context", "not reproduced": "did not learn context",
@@ -108,9 +107,12 @@ def evaluate_pretrainer(model: ElectraPretrainer, data: TensorDataset, batch: in
                                 extra={k: torch.stack([x.extra[k] for x in outs]).mean() for k in o.extra})
     res.update({f"eval_{k}": v for k, v in pretraining_metrics(o).items() if k not in ("mlm_loss", "disc_loss")})
     if disc:
-        sel = o.weights.flatten() > 0
-        odds = replaced_id_odds(model, data, batch)  # (vocab,) from an independent masking
-        res["eval_id_auc"] = binary_auc(odds[o.corrupt_ids.flatten()[sel].cpu()], o.labels.flatten()[sel])
+        if len(ids) >= 2:
+            first, second, cut = cross_fitted_odds(model, data, batch)  # (vocab,) each, from the other half
+            shown = o.corrupt_ids.view(len(ids), -1).cpu()  # (n, seq): window-major, as the batches were pooled
+            scores = torch.cat([second[shown[:cut]], first[shown[cut:]]])  # each half scored by the other's odds
+            sel = o.weights.view(len(ids), -1).cpu() > 0
+            res["eval_id_auc"] = binary_auc(scores[sel], o.labels.view(len(ids), -1).cpu()[sel])
         probe = replaced_token_probe(model, data, batch=batch)
         res.update(eval_probe_auc=probe["probe_auc"], eval_probe_acc=probe["probe_acc"])
     res["eval_token_cosine"] = token_state_cosine(model.encoder(), data)
@@ -157,6 +159,16 @@ def replaced_id_odds(model: ElectraPretrainer, data: TensorDataset, batch: int =
     rep.clamp_(min=0.0)
     r = float(rep.sum() / (rep.sum() + orig.sum()).clamp_min(1e-12))
     return (rep + prior * r) / (rep + orig + prior)
+
+
+def cross_fitted_odds(model: ElectraPretrainer, data: TensorDataset, batch: int = 64
+                      ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """:func:`replaced_id_odds` on each half of the windows: ``(q from windows [:cut], q from windows [cut:], cut)``,
+    ``cut = n // 2``; the first scores the second half, the second the first."""
+    ids, mask = data.tensors
+    cut = len(ids) // 2
+    return (replaced_id_odds(model, TensorDataset(ids[:cut], mask[:cut]), batch, seed=_ODDS_SEED),
+            replaced_id_odds(model, TensorDataset(ids[cut:], mask[cut:]), batch, seed=_ODDS_SEED + 1), cut)
 
 
 @torch.no_grad()

@@ -205,9 +205,9 @@ NOTES = ("Seed s pretrains every model and fine-tunes it, so the intervals inclu
          "training batch per model. Token-state cosine: mean pairwise cosine of the pretrained encoder's final "
          "hidden states over 1,024 held-out tokens (near 1: every token mapped to one vector, a collapsed encoder). "
          "Discriminator health, on the held-out windows after pretraining (paperzoo.papers.electra.evaluation): "
-         "held-out disc AUC, with the masking and sampling seeds fixed; id-AUC, the AUC of the best context-free "
-         "scorer (per id, the probability that the current generator replaces a token shown as that id, from its "
-         "softmax on an independent masking of the same windows) on the same positions; context probe AUC, the "
+         "held-out disc AUC, with the masking and sampling seeds fixed; id-AUC, the AUC on the same positions of "
+         "a context-free scorer (per id, the probability that the current generator's replacement shows that id, "
+         "from its softmax on an independent masking of the other half of the windows); context probe AUC, the "
          "discriminator on the same windows with 15% of the non-special tokens replaced by draws from their own "
          "unigram distribution (0.5 for any context-free scorer). A discriminator counts as having learned context "
          "only when AUC - id-AUC (paired over seeds) and probe - 0.5 both have 95% intervals above 0.")
