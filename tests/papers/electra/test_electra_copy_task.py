@@ -13,7 +13,7 @@ from paperzoo.papers.electra.copy_task import CopyTaskConfig, train_copy_task
 from paperzoo.papers.electra.model import ElectraConfig
 
 # the fast variant: tiny discriminator (emb 32, hidden 64, 2 layers), 100 ids, windows of 16, batch 64
-FAST = CopyTaskConfig(steps=250, batch=64, seq_len=16, vocab_size=100, lr=2e-3, warmup=25, eval_every=250)
+FAST = CopyTaskConfig(steps=300, batch=64, seq_len=16, vocab_size=100, lr=2e-3, warmup=30, eval_every=300)
 TODAY_LR = 2e-4  # the recipes' PRETRAIN_LR
 
 
@@ -49,8 +49,9 @@ def test_todays_discriminator_does_not_learn_the_copy_task_fast():
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_copy_task_over_seeds_positions_decide(seed):
-    """Every seed: RoPE learns the copy task within 250 steps at lr 2e-3; learned absolute positions do not, at the
-    same rate or at the recipes' 2e-4."""
+    """Every seed: RoPE learns the copy task within 300 steps at lr 2e-3 (AUC 0.99-1.00 at 300 for seeds 0-2; in a
+    250-step run seed 1 was still at 0.55: where the plateau ends varies); learned absolute positions do not, at the
+    same rate (0.49-0.56) or at the recipes' 2e-4."""
     from dataclasses import replace
 
     assert train_copy_task(tiny("rotary").discriminator_config(), FAST, seed=seed, threads=1)["final_auc"] > 0.9
