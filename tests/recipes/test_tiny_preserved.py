@@ -9,6 +9,13 @@ A metric may be renamed (update its key here), never changed, except for a state
   step: 655 vs 508 MFLOP, MLM's 560 vs 443). Every other tiny metric of every recipe is unchanged.
 * ``posenc`` ``ppl@{1,2,4}L t5`` re-recorded: ``position="t5"`` now attends as T5 does (q.k unscaled, the
   1/sqrt(d_head) folded into the query projection's init): the same function at init, other training dynamics.
+* ``electra`` and ``electra-ablations``: keys added, none changed: ``held-out disc AUC``, ``held-out id-AUC``,
+  ``AUC - id-AUC`` and ``context probe AUC`` per discriminator objective (the held-out health figures of
+  ``papers/electra/evaluation.py``; evaluation runs on its own seeds, so training is unchanged).
+* ``funnel`` re-recorded: the word table tied as the generator's output matrix is initialised N(0, 0.02) as
+  ELECTRA's instead of the official Funnel N(0, 1) (generator logits ~50x ELECTRA's), and the probe now draws from the
+  held-out windows' own unigram, counts every selected token as replaced and scores the non-special tokens only;
+  keys added: ``held-out id-AUC``, ``AUC - id-AUC`` and ``token-state cosine`` per architecture.
 """
 
 import json

@@ -19,7 +19,7 @@ torch.set_num_threads(1)
 lr, warmup, steps = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 run = Path(sys.argv[4]) if len(sys.argv) > 4 else Path("runs/electra-ablations")
 run.mkdir(parents=True, exist_ok=True)
-p = R.ABLATION_PRESETS["small"]
+p = R.ABLATIONS_PRESETS["small"]
 p = replace(p, train=replace(p.train, lr=lr, warmup_steps=warmup, steps=steps, eval_every=100, ckpt_every=100))
 p, tok, train, held, _ = R.prepare(run, replace(p, tasks=()))
 out = run / "probes" / f"lr{lr}-wu{warmup}-s{steps}"

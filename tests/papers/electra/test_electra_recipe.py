@@ -97,7 +97,8 @@ def test_presets_name_the_committed_reports():
         pretrain = {"compile": False, **committed["pretrain"]}  # recorded before TrainConfig.compile (False)
         assert pretrain == p.train.to_dict() and finetune == dataclasses.asdict(p.finetune)
         renamed = {"depth": "num_layers", "hidden_act": "activation"}  # the config vocabulary since
-        model = {renamed.get(k, k): v for k, v in committed["model"].items()}
+        model = {"position": "learned", **{renamed.get(k, k): v for k, v in committed["model"].items()}}  # before
+        # ElectraConfig.position (learned)
         assert model == dataclasses.asdict(dataclasses.replace(p.model, vocab_size=model["vocab_size"]))
         assert all(committed[k] == getattr(p, k) for k in ("seq_len", "docs") if k in committed)
         assert p.seeds == len(json.loads((reports / folder / "config.json").read_text())["seeds"])

@@ -32,9 +32,10 @@ from paperzoo.nn.transformer import TextEncoder, TextEncoderConfig, TransformerC
 
 __all__ = ["ElectraConfig", "MLMHead", "RTDHead", "ClassificationHead", "ElectraGenerator", "ElectraDiscriminator",
            "ElectraClassifier", "build_generator_and_discriminator", "init_weights", "mlm_config", "tie_embeddings",
-           "TIES"]
+           "TIES", "POSITIONS"]
 
 TIES = ("embeddings", "none", "all")
+POSITIONS = ("learned", "rotary", "t5")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class ElectraConfig:
     512, generator 1/4) and the paper's sizes (Table 7): ``paper-small`` (ELECTRA-Small: emb 128, hidden 256, 12
     layers, 4 heads, generator 1/4; ``released=True`` gives the released model's generator as large as the
     discriminator), ``base`` (768, generator 1/3), ``large`` (1024, 24 layers, generator 1/4).
+
+    ``position``: ``"learned"`` (the paper's: BERT's absolute table, added before the embedding LayerNorm),
+    ``"rotary"`` (RoPE in every layer's attention) or ``"t5"`` (T5's bucketed relative bias, with the usual
+    ``1/sqrt(d_head)`` scale: ELECTRA's ``N(0, 0.02)`` init is not T5's, see :func:`init_weights`); the relative
+    schemes have no position table (the copy-task measurements in the README motivate them).
     """
 
     vocab_size: int = 30522
@@ -63,8 +69,11 @@ class ElectraConfig:
     generator_size: float = 0.25
     generator_layers: float = 1.0
     tie: str = "embeddings"
+    position: str = "learned"
 
     def __post_init__(self):
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
         if self.tie not in TIES:
             raise ValueError(f"tie must be one of {TIES}, got {self.tie!r}")
         if not 0.0 < self.generator_size <= 1.0 or not 0.0 < self.generator_layers <= 1.0:
@@ -99,10 +108,11 @@ class ElectraConfig:
         return cls(**{**kw, **overrides})
 
     def _encoder(self, dim: int, num_layers: int, heads: int, ffn: int, emb: int | None) -> TextEncoderConfig:
+        scale = (dim // heads) ** -0.5 if self.position == "t5" else None  # scaled q.k: not T5's init here
         t = TransformerConfig(dim=dim, num_layers=num_layers, num_heads=heads, ffn_dim=ffn, activation=self.activation,
                               norm="layernorm", norm_eps=self.norm_eps, prenorm=False, dropout=self.dropout,
-                              attn_dropout=self.attn_dropout, position="learned", max_len=self.max_len,
-                              final_norm=False)
+                              attn_dropout=self.attn_dropout, position=self.position, max_len=self.max_len,
+                              final_norm=False, attn_scale=scale)
         return TextEncoderConfig(transformer=t, vocab_size=self.vocab_size, type_vocab_size=self.type_vocab_size,
                                  embedding_dim=None if emb in (None, dim) else emb, pad_token_id=self.pad_token_id,
                                  embed_norm_eps=self.norm_eps, pooler=False, hf_class="ElectraModel")

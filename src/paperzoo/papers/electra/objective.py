@@ -27,16 +27,14 @@ returns ``last_hidden_state`` (batch, seq, dim) (Funnel plugs its own in).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import scipy.stats
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import TensorDataset
 
+from .evaluation import binary_auc, evaluate_pretrainer, pretraining_metrics
 from .masking import BERT_MASKING, MaskedBatch, mask_tokens
 from .model import ElectraDiscriminator, MLMHead, init_weights
 
@@ -89,7 +87,8 @@ class PretrainOutput:
     """``loss`` (scalar), its parts, and what the metrics need (all detached except ``loss``).
 
     ``disc_logits``/``labels``/``weights`` (batch, seq): discriminator scores, 1 = replaced, and the positions the
-    discriminator loss covers (None in "mlm" mode); ``gen_correct``: per masked position, argmax == original.
+    discriminator loss covers (None in "mlm" mode); ``gen_correct``: per masked position, argmax == original;
+    ``corrupt_ids`` (batch, seq): what the discriminator read (None in "mlm" mode).
     """
 
     loss: torch.Tensor
@@ -101,6 +100,7 @@ class PretrainOutput:
     gen_correct: torch.Tensor | None = None
     masked: MaskedBatch | None = None
     extra: dict[str, torch.Tensor] = field(default_factory=dict)
+    corrupt_ids: torch.Tensor | None = None
 
     def metrics(self) -> dict[str, float]:
         """Per-step figures for the training log (see :func:`pretraining_metrics`)."""
@@ -242,12 +242,12 @@ class ElectraPretrainer(nn.Module):
             # 5. L = L_MLM + lambda L_Disc, lambda = 50                                                   (sec. 2)
             loss = c.gen_weight * mlm_loss + c.disc_weight * disc_loss
             return PretrainOutput(loss, mlm_loss.detach(), disc_loss.detach(), logits.detach(), labels, weights,
-                                  gen_correct, masked)
+                                  gen_correct, masked, corrupt_ids=x_corrupt)
         # 4'. the Table 5 ablations: the main model predicts the original tokens instead of detecting replacements
         main, main_acc = self._token_prediction_loss(h, input_ids, x_corrupt, attention_mask, m, targets, masked)
         loss = c.gen_weight * mlm_loss + main
         extra = {"main_acc": main_acc, "main_loss": main.detach()}
-        return PretrainOutput(loss, mlm_loss.detach(), None, None, labels, None, gen_correct, masked, extra)
+        return PretrainOutput(loss, mlm_loss.detach(), None, None, labels, None, gen_correct, masked, extra, x_corrupt)
 
     def _token_prediction_loss(self, h: torch.Tensor, input_ids: torch.Tensor, x_corrupt: torch.Tensor,
                                attention_mask: torch.Tensor, m: torch.Tensor, targets: torch.Tensor,
@@ -270,40 +270,6 @@ class ElectraPretrainer(nn.Module):
         return -lp.mean(), (logp.detach().argmax(-1) == orig).float().mean()
 
 
-def binary_auc(scores: torch.Tensor, labels: torch.Tensor) -> float:
-    """ROC AUC = P(score of a positive > score of a negative) (ties count 1/2), by ranks; nan if one class is absent."""
-    s, y = scores.detach().flatten().double(), labels.detach().flatten().bool()
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    ranks = torch.from_numpy(scipy.stats.rankdata(s.cpu().numpy(), method="average"))  # ties: the mean rank
-    return float((ranks[y.cpu()].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))  # Mann-Whitney U / (n+ n-)
-
-
-def pretraining_metrics(out: PretrainOutput, auc: bool = True) -> dict[str, float]:
-    """Generator accuracy at masked positions; for the discriminator (over its loss positions): accuracy,
-    precision and recall of "replaced" (logit > 0), AUC, the replaced fraction and the all-original baseline's
-    accuracy (``1 - replaced fraction``)."""
-    m = {"mlm_loss": float(out.mlm_loss), "gen_acc": float(out.gen_correct.float().mean())
-         if out.gen_correct is not None and out.gen_correct.numel() else float("nan")}
-    for k, v in out.extra.items():
-        m[k] = float(v)
-    if out.disc_loss is not None:
-        m["disc_loss"] = float(out.disc_loss)
-    if out.disc_logits is None:
-        return m
-    sel = out.weights > 0
-    pred, y = out.disc_logits[sel] > 0, out.labels[sel]
-    tp = float((pred & y).sum())
-    m.update(disc_acc=float((pred == y).float().mean()),
-             disc_precision=tp / float(pred.sum()) if pred.any() else float("nan"),
-             disc_recall=tp / float(y.sum()) if y.any() else float("nan"),
-             replaced_frac=float(y.float().mean()), baseline_acc=1.0 - float(y.float().mean()))
-    if auc:
-        m["disc_auc"] = binary_auc(out.disc_logits[sel], y)
-    return m
-
-
 def pretrain_step_flops(model: ElectraPretrainer, batch: dict[str, torch.Tensor],
                         counter: Callable | None = None) -> int:
     """FLOPs of one pretraining step (forward + backward, no optimizer) on ``batch``, measured by
@@ -320,34 +286,6 @@ def pretrain_step_flops(model: ElectraPretrainer, batch: dict[str, torch.Tensor]
     flops = counter(step)
     model.zero_grad(set_to_none=True)
     return flops
-
-
-@torch.no_grad()
-def evaluate_pretrainer(model: ElectraPretrainer, data: TensorDataset, batch: int = 64) -> dict[str, float]:
-    """Pretraining metrics on held-out windows with a fixed masking and sampling seed (same positions every time)."""
-    ids, mask = data.tensors
-    outs = []
-    mg, ng = torch.Generator().manual_seed(1234), torch.Generator().manual_seed(4321)
-    for i in range(0, len(ids), batch):
-        x, m = ids[i:i + batch], mask[i:i + batch]
-        outs.append(model(x, m, masked=model.mask(x, m, mg), noise_generator=ng))
-    keys = ("loss", "mlm_loss", "disc_loss")
-    res: dict[str, float] = {}
-    for k in keys:
-        vals = [getattr(o, k) for o in outs if getattr(o, k) is not None]
-        if vals:
-            res[f"eval_{k}"] = float(torch.stack([v.float() for v in vals]).mean())
-    # pooled token-level metrics
-    o = outs[0]
-    if len(outs) > 1:
-        cat = lambda name: torch.cat([getattr(x, name).flatten() for x in outs])  # noqa: E731
-        o = dataclasses.replace(o, gen_correct=cat("gen_correct"),
-                                disc_logits=cat("disc_logits") if o.disc_logits is not None else None,
-                                labels=cat("labels") if o.disc_logits is not None else None,
-                                weights=cat("weights") if o.disc_logits is not None else None,
-                                extra={k: torch.stack([x.extra[k] for x in outs]).mean() for k in o.extra})
-    res.update({f"eval_{k}": v for k, v in pretraining_metrics(o).items() if k not in ("mlm_loss", "disc_loss")})
-    return res
 
 
 # ----------------------------------------------------------------------------------------------------- checks

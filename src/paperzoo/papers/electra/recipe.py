@@ -20,7 +20,6 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
-from torch import nn
 from torch.utils.data import TensorDataset
 
 from paperzoo import recipes
@@ -30,6 +29,7 @@ from paperzoo.report import plot_bars_with_ci, plot_metrics, write_result
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 from paperzoo.train.finetune import TASKS, FinetuneConfig, finetune_task, load_task
 
+from .evaluation import CONTEXT_LEARNED, context_verdict, token_state_cosine
 from .finetune import classifier_fn
 from .model import ElectraConfig, ElectraGenerator, build_generator_and_discriminator, mlm_config
 from .objective import (
@@ -99,6 +99,7 @@ ABLATIONS_PRESETS: dict[str, Preset] = {
 }
 
 ABLATION_MODES = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
+DISCRIMINATOR_MODES = ("electra", "electra-15")  # the objectives with a replaced-token detector
 CONTROL = "none"  # no pretraining: the discriminator-sized encoder fine-tuned from its initialisation
 NAME_OF = {**{m: m for m in ABLATION_MODES}, CONTROL: "no pretraining (control)"}
 
@@ -176,16 +177,6 @@ def step_flops(mode: str, p: Preset, batch: TensorDataset) -> int:
     return pretrain_step_flops(model, {"input_ids": ids[:n], "attention_mask": mask[:n]})
 
 
-@torch.no_grad()
-def token_state_cosine(encoder: nn.Module, data: TensorDataset, examples: int = 64, tokens: int = 1024) -> float:
-    """Mean pairwise cosine similarity of ``encoder``'s final hidden states (eval mode) at ``tokens`` real (non-pad)
-    positions of the first ``examples`` windows: near 1 when the encoder maps every token to one vector (collapse)."""
-    ids, mask = (t[:examples] for t in data.tensors)
-    h = encoder.eval()(ids, attention_mask=mask).last_hidden_state[mask.bool()][:tokens]
-    h = torch.nn.functional.normalize(h.float(), dim=-1)
-    return float((h @ h.T).mean())
-
-
 def finetune_all(encoder_state: dict[str, torch.Tensor], p: Preset, tok, seed: int, data: dict) -> dict[str, float]:
     """Scores (x100) of the encoder on every task of ``p`` and their mean, ``mini-GLUE``."""
     scores = {t: 100.0 * finetune_task(classifier_fn(p.model, encoder_state, p.finetune), tok, t, p.finetune, seed,
@@ -212,7 +203,14 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: Preset, tok,
 NOTES = ("Seed s pretrains every model and fine-tunes it, so the intervals include pretraining variance. Scores are "
          "x100 (CoLA: Matthews correlation x100). FLOPs are counted by torch.utils.flop_counter (matmuls) on one "
          "training batch per model. Token-state cosine: mean pairwise cosine of the pretrained encoder's final "
-         "hidden states over 1,024 held-out tokens (near 1: every token mapped to one vector, a collapsed encoder).")
+         "hidden states over 1,024 held-out tokens (near 1: every token mapped to one vector, a collapsed encoder). "
+         "Discriminator health, on the held-out windows after pretraining (paperzoo.papers.electra.evaluation): "
+         "held-out disc AUC, with the masking and sampling seeds fixed; id-AUC, the AUC on the same positions of "
+         "a context-free scorer (per id, the probability that the current generator's replacement shows that id, "
+         "from its softmax on an independent masking of the other half of the windows); context probe AUC, the "
+         "discriminator on the same windows with 15% of the non-special tokens replaced by draws from their own "
+         "unigram distribution (0.5 for any context-free scorer). A discriminator counts as having learned context "
+         "only when AUC - id-AUC (paired over seeds) and probe - 0.5 both have 95% intervals above 0.")
 
 
 def run(preset: str | None = None, seeds: int | None = None, out: Path | None = None, resume: bool = False,
@@ -232,11 +230,14 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                     "ELECTRA - MLM (mini-GLUE)": verdict.comparison,
                     **{f"{t} {mode}": score[t, mode] for mode in ("electra", "mlm") for t in p.tasks},
                     **{f"token-state cosine {mode}": res.values(mode, "token-state cosine") for mode in res.variants}}
+    health, learned = _context_health(res, ("electra",))
+    measurements.update(health)
     metrics = {f"{mode} seed {s}": run_dir / mode / f"seed-{s}" / "metrics.jsonl" for s in range(p.seeds)
                for mode in ("electra", "mlm")}
     plots = [plot_metrics(run_dir, metrics, x="step", ys=("mlm_loss",), path=run_dir / "mlm_loss.png"),
              plot_metrics(run_dir, {k: v for k, v in metrics.items() if k.startswith("electra")}, x="step",
                           ys=("disc_loss", "disc_acc"), path=run_dir / "discriminator.png"),
+             _health_plot(run_dir, {k: v for k, v in metrics.items() if k.startswith("electra")}),
              plot_bars_with_ci({f"{t} {mode}": v for (t, mode), v in score.items()}, run_dir / "scores.png",
                                title="mini-GLUE dev scores (x100; CoLA: MCC)", ylabel="score")]
     details = {"preset": name, "vocab_size": p.model.vocab_size, "pretraining examples": len(train),
@@ -245,7 +246,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                "per-task ELECTRA - MLM": {t: str(Beats().judge(score[t, "electra"], score[t, "mlm"]).comparison)
                                           for t in p.tasks},
                "held-out metrics after pretraining": _held_out(res, ("electra", "mlm")),
-               "torch threads": torch.get_num_threads()}
+               "discriminator learned context": learned, "torch threads": torch.get_num_threads()}
     notes = NOTES + " The MLM step count is chosen to match ELECTRA's total pretraining FLOPs."
     write_result(run_dir, PAPER, CLAIM, measurements, verdict, details=details, notes=notes, plots=plots)
     return run_dir
@@ -268,12 +269,18 @@ def run_ablations(preset: str | None = None, seeds: int | None = None, out: Path
     measurements = {**{f"mini-GLUE {NAME_OF[m]}": glue[m] for m in modes},
                     **{f"token-state cosine {NAME_OF[m]}": res.values(m, "token-state cosine") for m in modes},
                     **{f"ELECTRA - {m}": vs[m].comparison for m in ("electra-15", "mlm")}}
+    health, learned = _context_health(res, DISCRIMINATOR_MODES)
+    measurements.update(health)
     plots = [plot_bars_with_ci({NAME_OF[m]: glue[m] for m in modes}, run_dir / "ablations.png",
-                               title="mini-GLUE by pretraining objective (equal steps)", ylabel="mini-GLUE")]
+                               title="mini-GLUE by pretraining objective (equal steps)", ylabel="mini-GLUE"),
+             _health_plot(run_dir, {f"{m} seed {s}": run_dir / m / f"seed-{s}" / "metrics.jsonl"
+                                    for m in DISCRIMINATOR_MODES for s in range(p.seeds)})]
     details = {"preset": name, "FLOPs per pretraining step": flops,
                "per task": {NAME_OF[m]: {t: res.values(m, t) for t in p.tasks} for m in modes},
                "ELECTRA vs All-Tokens MLM": str(vs["all-tokens-mlm"].comparison),
-               "ELECTRA vs Replace MLM": str(vs["replace-mlm"].comparison)}
+               "ELECTRA vs Replace MLM": str(vs["replace-mlm"].comparison),
+               "held-out metrics after pretraining": _held_out(res, DISCRIMINATOR_MODES),
+               "discriminator learned context": learned}
     notes = (NOTES + " Equal steps for every objective, as the paper's Table 5; their FLOPs per step differ and are "
              "listed. Control: the same encoder fine-tuned from its random initialisation, no pretraining.")
     write_result(run_dir, PAPER, ABLATION_CLAIM, measurements, verdict, details=details, notes=notes, plots=plots)
@@ -282,6 +289,31 @@ def run_ablations(preset: str | None = None, seeds: int | None = None, out: Path
 
 def _held_out(res: recipes.Results, modes: tuple[str, ...]) -> dict[str, dict[str, list[float]]]:
     """Per mode, the main held-out pretraining metrics after training, one value per seed."""
-    keys = ("eval_mlm_loss", "eval_gen_acc", "eval_disc_loss", "eval_disc_auc", "eval_disc_acc", "eval_baseline_acc")
+    keys = ("eval_mlm_loss", "eval_gen_acc", "eval_disc_loss", "eval_disc_auc", "eval_id_auc", "eval_probe_auc",
+            "eval_token_cosine", "eval_disc_acc", "eval_baseline_acc")
     return {mode: {k.removeprefix("eval_"): [round(r["after"][k], 4) for r in res.of(mode)]
                    for k in keys if k in res.of(mode)[0]["after"]} for mode in modes}
+
+
+def _context_health(res: recipes.Results, modes: tuple[str, ...]) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Per discriminator mode, per seed, after pretraining: held-out AUC, id-AUC, their difference and the context
+    probe (measurements), and whether the discriminator learned context (:func:`.evaluation.context_verdict`)."""
+    m: dict[str, list[float]] = {}
+    learned: dict[str, str] = {}
+    for mode in modes:
+        after = [r["after"] for r in res.of(mode)]
+        if not all("eval_id_auc" in a for a in after):  # a job finished before these figures existed
+            continue
+        auc, ida, probe = ([a[k] for a in after] for k in ("eval_disc_auc", "eval_id_auc", "eval_probe_auc"))
+        m.update({f"held-out disc AUC {mode}": auc, f"held-out id-AUC {mode}": ida,
+                  f"AUC - id-AUC {mode}": [a - b for a, b in zip(auc, ida, strict=True)],
+                  f"context probe AUC {mode}": probe})
+        v = context_verdict(auc, ida, probe, NAME_OF[mode])
+        learned[mode] = f"{CONTEXT_LEARNED[v.verdict]}: {v.reason}"
+    return m, learned
+
+
+def _health_plot(run_dir: Path, logs: dict[str, Path]) -> Path:
+    """Held-out disc AUC, id-AUC, context probe and token-state cosine against the step, one line per job."""
+    return plot_metrics(run_dir, logs, x="step", ys=("eval_disc_auc", "eval_id_auc", "eval_probe_auc",
+                                                     "eval_token_cosine"), path=run_dir / "health.png")

@@ -14,7 +14,9 @@ during pretraining). Per run folder:
    measured pretraining FLOPs are >= Funnel's (``budget="flops"``); ``budget="steps"`` gives both the same steps
    (the paper's protocol);
 4. a token-level probe (:func:`replaced_token_probe`): each discriminator scores the same held-out windows with
-   15% of the tokens replaced from the training unigram distribution (fixed seeds): accuracy and ROC AUC.
+   15% of the non-special tokens replaced by draws from their own unigram distribution (fixed seeds): accuracy and
+   ROC AUC, 0.5 for any context-free scorer; with the held-out id-AUC (the best context-free scorer of the
+   discriminator's own task) it says whether a discriminator learned context (:mod:`.electra.evaluation`).
 
 The claim is judged on the mini-GLUE average (:class:`paperzoo.recipes.Beats`: the Welch 95% interval of Funnel -
 standard over seeds above 0). Wall-clock costs of the two encoders (ms per step, activation memory) and the
@@ -36,10 +38,10 @@ from torch.utils.data import TensorDataset
 
 from paperzoo.data.tokenizer import load_tokenizer, pack_documents, special_ids, train_wordpiece
 from paperzoo.measure import count_flops
+from paperzoo.papers.electra.evaluation import CONTEXT_LEARNED, context_verdict, replaced_token_probe
 from paperzoo.papers.electra.objective import (
     ElectraPretrainer,
     ObjectiveConfig,
-    binary_auc,
     evaluate_pretrainer,
     pretrain_step_flops,
 )
@@ -218,43 +220,6 @@ def _task_data(tasks: tuple[str, ...]) -> dict:
     return {t: (load_task(t, "train"), load_task(t, "test")) for t in tasks}
 
 
-def _unigram(ids: torch.Tensor, vocab: int, specials: tuple[int, ...]) -> torch.Tensor:
-    counts = torch.bincount(ids.flatten(), minlength=vocab).double()
-    counts[list(specials)] = 0
-    return counts / counts.sum()
-
-
-# ------------------------------------------------------------------------------------------------------ probes
-@torch.no_grad()
-def replaced_token_probe(model: ElectraPretrainer, data: TensorDataset, unigram: torch.Tensor, rate: float = 0.15,
-                         seed: int = 0, batch: int = 64) -> dict[str, float]:
-    """The discriminator on a fixed, model-independent corruption of held-out windows: each non-special token is
-    replaced with probability ``rate`` by a draw from ``unigram`` (seeded), so every model scores the same inputs.
-
-    Returns accuracy (logit > 0 = replaced) over all non-pad tokens, ROC AUC, the replaced fraction and the
-    all-original baseline accuracy.
-    """
-    was = model.training
-    model.eval()
-    ids, mask = (t.cpu() for t in data.tensors)
-    g = torch.Generator().manual_seed(seed)
-    cand = mask.bool() & ~torch.isin(ids, torch.tensor(model.config.special_ids))
-    pos = cand & (torch.rand(ids.shape, generator=g) < rate)
-    draws = torch.multinomial(unigram.float(), int(pos.sum()), replacement=True, generator=g)
-    fake = ids.masked_scatter(pos, draws.to(ids.dtype))
-    labels = pos & (fake != ids)
-    dev = next(model.parameters()).device
-    logits = torch.cat([model.rtd_head(model.discriminator_body(input_ids=fake[i:i + batch].to(dev),
-                                                           attention_mask=mask[i:i + batch].to(dev)
-                                                           ).last_hidden_state).float().cpu()
-                        for i in range(0, len(ids), batch)])
-    model.train(was)
-    sel = mask.bool()
-    s, y = logits[sel], labels[sel]
-    return {"probe_acc": float(((s > 0) == y).float().mean()), "probe_auc": binary_auc(s, y),
-            "probe_replaced_frac": float(y.float().mean()), "probe_baseline_acc": 1.0 - float(y.float().mean())}
-
-
 # -------------------------------------------------------------------------------------------------------- jobs
 def _device(p: FunnelPreset) -> torch.device:
     """The training device of the preset ("auto": CUDA when available)."""
@@ -290,9 +255,8 @@ def _pretrain(model: ElectraPretrainer, job: Job, out: Path, p: FunnelPreset, st
     fit = trainer.fit(resume=resume)
     save_model(model, str(out / "pretrainer.safetensors"))
     done = fit["step"] - (fit["resumed_from"] or 0)
-    unigram = _unigram(train.tensors[0], job.config.vocab_size, p.objective.special_ids)
     return {"arch": job.variant, "seed": job.seed, "steps": fit["step"], "before": before, "after": fit["eval"],
-            "probe": replaced_token_probe(model, held, unigram), "wall_time_s": fit["wall_time_s"],
+            "probe": replaced_token_probe(model, held), "wall_time_s": fit["wall_time_s"],
             "s_per_step": fit["wall_time_s"] / done if done else None, "config": job.config}
 
 
@@ -361,6 +325,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
         "held-out pretraining metrics after training": {f"{j}": res[j.variant, j.seed]["pretrain"]["after"]
                                                         for j in jobs},
         "probe": {f"{j}": res[j.variant, j.seed]["pretrain"]["probe"] for j in jobs},
+        "discriminator learned context": _context_learned(res),
         "configs": cfgs, "torch threads": torch.get_num_threads(), "workers": workers,
         "total wall time s": time.perf_counter() - t_start,
     }
@@ -370,7 +335,12 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
              "(torch.utils.flop_counter: matmuls, incl. the relative-attention terms) are >= the Funnel encoder's "
              f"at seq {', '.join(map(str, lens))}. Pretraining budget: {BUDGETS[p.budget]}.\n\nToken-level probe: "
              "both discriminators score the same held-out windows with 15% of the non-special tokens replaced by "
-             "unigram draws (fixed seeds); AUC over all non-pad tokens. Funnel's token-level output comes from its "
+             "draws from their own unigram distribution (fixed seeds; a draw equal to the original counts as "
+             "replaced); AUC over the non-special, non-pad tokens: 0.5 for any context-free scorer. id-AUC: the AUC "
+             "of the best context-free scorer of the discriminator's own held-out task (per id, the probability "
+             "that the current generator replaces a token shown as that id, from its softmax on an independent "
+             "masking). A discriminator counts as having learned context only when AUC - id-AUC (paired over "
+             "seeds) and probe - 0.5 both have 95% intervals above 0. Funnel's token-level output comes from its "
              "upsampling decoder, where the paper expects it to be comparatively weaker.")
     write_result(run_dir, PAPER, CLAIM, _measurements(res, p, verdict.comparison), verdict, details=details,
                  notes=notes, plots=_plots(run_dir, p, res))
@@ -401,8 +371,31 @@ def _measurements(res, p: FunnelPreset, glue_diff) -> dict[str, Any]:
     m.update({f"probe accuracy {a}": [r["pretrain"]["probe"]["probe_acc"] for r in by[a]] for a in ARCHS})
     m.update({f"held-out RTD AUC (own generator) {a}": [r["pretrain"]["after"].get("eval_disc_auc") for r in by[a]]
               for a in ARCHS})
+    m.update({f"held-out id-AUC {a}": [r["pretrain"]["after"].get("eval_id_auc") for r in by[a]] for a in ARCHS})
+    m.update({f"AUC - id-AUC {a}": [r["pretrain"]["after"]["eval_disc_auc"] - r["pretrain"]["after"]["eval_id_auc"]
+                                    for r in by[a]] for a in ARCHS if _has_health(by[a])})
+    m.update({f"token-state cosine {a}": [r["pretrain"]["after"].get("eval_token_cosine") for r in by[a]]
+              for a in ARCHS})
     m.update({f"pretraining s/step {a} (in training)": [r["pretrain"]["s_per_step"] for r in by[a]] for a in ARCHS})
     return {k: v for k, v in m.items() if not isinstance(v, list) or _finite(v)}
+
+
+def _has_health(rows: list[dict]) -> bool:
+    return all("eval_id_auc" in r["pretrain"]["after"] for r in rows)
+
+
+def _context_learned(res) -> dict[str, str]:
+    """Per architecture: whether its discriminator learned context (:func:`.electra.evaluation.context_verdict`)."""
+    out = {}
+    for a in ARCHS:
+        rows = res.of(a)
+        if not _has_health(rows):  # a job finished before these figures existed
+            continue
+        after = [r["pretrain"]["after"] for r in rows]
+        v = context_verdict([x["eval_disc_auc"] for x in after], [x["eval_id_auc"] for x in after],
+                            [r["pretrain"]["probe"]["probe_auc"] for r in rows], a)
+        out[a] = f"{CONTEXT_LEARNED[v.verdict]}: {v.reason}"
+    return out
 
 
 def _plots(run_dir: Path, p: FunnelPreset, res) -> list[Path]:
@@ -414,6 +407,8 @@ def _plots(run_dir: Path, p: FunnelPreset, res) -> list[Path]:
     if logs:
         plots.append(plot_metrics(run_dir, logs, x="step", ys=("disc_loss", "mlm_loss"),
                                   path=run_dir / "pretraining.png"))
+        plots.append(plot_metrics(run_dir, logs, x="step", ys=("eval_disc_auc", "eval_id_auc", "eval_probe_auc",
+                                                               "eval_token_cosine"), path=run_dir / "health.png"))
     plots.append(plot_bars_with_ci({f"{t} {a}": [r["scores"][t] for r in res.of(a)] for t in (*p.tasks, "mini-GLUE")
                                     for a in ARCHS}, run_dir / "scores.png",
                                    title="mini-GLUE dev scores (x100; CoLA: MCC)", ylabel="score"))
