@@ -64,7 +64,8 @@ class NerfiesPreset(Preset):
     surface points per frame for the warp error; ``background_points``: static points per step for the background
     loss; ``elastic``: the elastic weight schedule (rescaled to the run with ``for_run``); ``c2f_fraction``: the
     share of the run over which the coarse-to-fine window opens (the paper's 80k of 250k steps = 0.32); ``path_frames``:
-    frames of the novel-path video."""
+    frames of the novel-path video; ``warp_lr`` / ``code_lr``: the peak learning rates of the deformation field and
+    of the warp codes (None: ``train.lr``, one rate for all as the official code; see :func:`param_groups`)."""
 
     capture: str = "small"
     capture_seed: int = 0
@@ -76,6 +77,15 @@ class NerfiesPreset(Preset):
     c2f_fraction: float = 0.32
     path_frames: int = 30  # frames of the novel-path video
     variants: tuple[str, ...] = VARIANTS
+    warp_lr: float | None = None
+    code_lr: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("warp_lr", "code_lr"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not v > 0):
+                raise ValueError(f"NerfiesPreset.{name}: expected None or a learning rate > 0, got {v!r}")
 
 
 def _model(template: NeRFConfig, warp: WarpConfig, render: RenderConfig, **kw) -> NerfiesConfig:
@@ -269,6 +279,21 @@ def evaluate(model: Nerfies, cap, val: list[int], points: Tensor, frames: Tensor
                                                                               frames)}
 
 
+def param_groups(model: Nerfies, lr: float, warp_lr: float | None = None, code_lr: float | None = None
+                 ) -> list[dict] | None:
+    """The optimizer's groups: the canonical NeRFs and the appearance / camera codes at ``lr``, the deformation
+    field at ``warp_lr`` and the warp codes at ``code_lr`` (None: ``lr``); the schedule scales each group's rate by
+    the same factor. None (the Trainer's default groups, one rate for all) when both are None or the model has no
+    deformation field."""
+    if model.warp is None or (warp_lr is None and code_lr is None):
+        return None
+    field, codes = list(model.warp.parameters()), list(model.warp_codes.parameters())
+    taken = {id(q) for q in field + codes}
+    rest = [q for q in model.parameters() if id(q) not in taken]
+    return [{"params": rest, "lr": lr}, {"params": field, "lr": lr if warp_lr is None else warp_lr},
+            {"params": codes, "lr": lr if code_lr is None else code_lr}]
+
+
 def train_job(job: Job, out: Path, resume: bool, progress: bool, p: NerfiesPreset, root: Path) -> dict:
     """Train one (variant, seed) in ``out``; returns its validation figures."""
     from paperzoo.data import nerfies_rays
@@ -296,7 +321,8 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: NerfiesPrese
         return nerfies_loss(out_, target, elastic_weight=schedule(step) if use["elastic"] else 0.0, background=bg)
 
     trainer = Trainer(model, dataclasses.replace(p.train, seed=job.seed), data, loss_fn,
-                      eval_fn=lambda m: evaluate(m, cap, val, points, frames, true), out_dir=out, progress=progress)
+                      eval_fn=lambda m: evaluate(m, cap, val, points, frames, true), out_dir=out, progress=progress,
+                      param_groups=param_groups(model, p.train.lr, p.warp_lr, p.code_lr))
     fit = trainer.fit(resume=resume)
     return {**fit["eval"], "steps": fit["step"], "train_seconds": fit["wall_time_s"]}
 
