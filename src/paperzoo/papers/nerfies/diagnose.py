@@ -30,19 +30,19 @@ from .warp import WarpConfig
 __all__ = ["fit_warp_to_truth", "truth_render"]
 
 
-def truth_render(truth, model: Nerfies, o: Tensor, d: Tensor, image_ids: Tensor, alpha: float,
-                 samples: int, plane_samples: int = 24) -> Tensor:
-    """``(R, 3)`` colours of rays ``o``, ``d`` (R, 3) of images with warp ids ``image_ids`` (R,): the true canonical
-    scene at ``T(x)`` (object segment) and at ``x`` (the plane's edge, where the warp is the identity),
-    differentiable in the warp. The object segment spans the largest object ball of the capture (one ball for all
-    frames)."""
+def truth_render(truth, warp, o: Tensor, d: Tensor, image_ids: Tensor, samples: int, plane_samples: int = 24
+                 ) -> Tensor:
+    """``(R, 3)`` colours of rays ``o``, ``d`` (R, 3) with warp ids ``image_ids`` (R,): the true canonical scene
+    (``truth``: a :class:`~paperzoo.data.nonrigid.NonrigidTruth`) at ``warp(x (R, S, 3), image_ids) -> x'`` on the
+    object segment and at ``x`` across the plane's edge (where every warp is the identity), differentiable in the
+    warp. The object segment spans the capture's largest object ball (one for all frames)."""
     from paperzoo.data.nonrigid import _segments, canonical_fields
 
     p = truth.params
     widest = int(p.object_radius.argmax())
     z_obj, z_bg = _segments(p.to(o.dtype), widest, o, d, samples, plane_samples)  # (R, S), (R, P)
     x_obj = o[:, None, :] + d[:, None, :] * z_obj[..., None]  # (R, S, 3) observed
-    warped, _ = model._warp_points(x_obj, image_ids, alpha)  # (R, S, 3) canonical: x' = T(x, omega_f)
+    warped = warp(x_obj, image_ids)  # (R, S, 3) canonical: x' = T(x, omega_f)
     x_bg = o[:, None, :] + d[:, None, :] * z_bg[..., None]  # (R, P, 3)
     sigma, rgb, _ = canonical_fields(p, torch.cat([warped, x_bg], dim=1))  # (R, S + P), (R, S + P, 3)
     return composite(rgb, sigma, torch.cat([z_obj, z_bg], dim=1), d, white_background=True).rgb
@@ -85,7 +85,8 @@ def fit_warp_to_truth(root: str | Path, warp: WarpConfig, steps: int = 200, rays
             break
         pick = torch.randint(len(o), (rays,))
         alpha = model.resolve_alpha(None, step)
-        pred = truth_render(truth, model, o[pick], d[pick], wid[pick], alpha, samples)
+        pred = truth_render(truth, lambda x, ids, a=alpha: model._warp_points(x, ids, a)[0], o[pick], d[pick],
+                            wid[pick], samples)
         loss = ((pred - rgb[pick]) ** 2).mean()
         opt.zero_grad()
         loss.backward()
