@@ -139,4 +139,6 @@ def test_param_groups_give_the_field_and_the_warp_codes_their_own_rates():
     assert moved["warp_codes.weight"] > 5 * moved["coarse.sigma.weight"] > 25 * moved["warp.heads.v.weight"] > 0
     with pytest.raises(ValueError, match="NerfiesPreset.warp_lr: expected None or a learning rate > 0"):
         dataclasses.replace(p, warp_lr=0.0)
-    assert isinstance(dataclasses.replace(p, code_lr=0.1), NerfiesPreset)
+    with pytest.raises(ValueError, match="NerfiesPreset.background_weight: expected a number >= 0"):
+        dataclasses.replace(p, background_weight=-1.0)
+    assert isinstance(dataclasses.replace(p, code_lr=0.1, background_weight=0.0), NerfiesPreset)

@@ -25,6 +25,7 @@ from torch import Tensor
 from paperzoo.papers.nerf.render import composite
 
 from .model import Nerfies, NerfiesConfig
+from .objective import background_loss
 from .warp import WarpConfig
 
 __all__ = ["fit_warp_to_truth", "truth_render"]
@@ -50,18 +51,20 @@ def truth_render(truth, warp, o: Tensor, d: Tensor, image_ids: Tensor, samples: 
 
 def fit_warp_to_truth(root: str | Path, warp: WarpConfig, steps: int = 200, rays: int = 128, lr: float = 5e-3,
                       code_lr: float | None = None, code_init: float = 0.05, ramp: int = 0, samples: int | None = None,
-                      every: int = 25, seed: int = 0, log=print) -> list[dict]:
+                      every: int = 25, seed: int = 0, background_points: int = 0,
+                      background_weight: float = 1.0, log=print) -> list[dict]:
     """Train an SE(3) field of ``warp`` and its codes (Adam, ``lr`` for the field, ``code_lr`` for the codes,
     default ``lr``; constant rates) on ``rays`` training rays a step, rendering the true template; the window opens
-    over ``ramp`` steps (0: open from the start). Returns ``[{"step", "warp_error", "mse", "seconds"}]`` every
-    ``every`` steps (step 0 first)."""
+    over ``ramp`` steps (0: open from the start); ``background_points`` > 0 adds the background loss (weight
+    ``background_weight``) on that many of the capture's static points a step. Returns ``[{"step", "warp_error",
+    "mse", "seconds"}]`` every ``every`` steps (step 0 first); ``mse`` is the step's whole loss."""
     from paperzoo.data import load_nerfies, load_nonrigid_truth, nerfies_rays
 
     from .recipe import eval_indices, learned_warp, surface_points, truth_warp, warp_error
 
     root = Path(root)
     truth = load_nonrigid_truth(root, verify=False)
-    cap = load_nerfies(root, 1, points=False)
+    cap = load_nerfies(root, 1, points=background_points > 0)
     o, d, rgb, image_ids = nerfies_rays(cap, "train")
     o, d, wid = o.float(), d.float(), cap.warp_ids[image_ids]
     samples = samples or int(truth.meta["render"]["samples"])
@@ -88,6 +91,9 @@ def fit_warp_to_truth(root: str | Path, warp: WarpConfig, steps: int = 200, rays
         pred = truth_render(truth, lambda x, ids, a=alpha: model._warp_points(x, ids, a)[0], o[pick], d[pick],
                             wid[pick], samples)
         loss = ((pred - rgb[pick]) ** 2).mean()
+        if background_points:
+            static = cap.points[torch.randint(len(cap.points), (background_points,))].float()
+            loss = loss + background_weight * background_loss(*model.background_warp(static, alpha=alpha))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -108,10 +114,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--samples", type=int, default=None)
     ap.add_argument("--every", type=int, default=25)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--background-points", type=int, default=0)
+    ap.add_argument("--background-weight", type=float, default=1.0)
     a = ap.parse_args(argv)
     warp = WarpConfig.preset("small", head_init=a.head_init)
     fit_warp_to_truth(a.capture, warp, a.steps, a.rays, a.lr, a.code_lr, a.code_init, a.ramp, a.samples, a.every,
-                      a.seed)
+                      a.seed, a.background_points, a.background_weight)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,8 @@ class NerfiesPreset(Preset):
     loss; ``elastic``: the elastic weight schedule (rescaled to the run with ``for_run``); ``c2f_fraction``: the
     share of the run over which the coarse-to-fine window opens (the paper's 80k of 250k steps = 0.32); ``path_frames``:
     frames of the novel-path video; ``warp_lr`` / ``code_lr``: the peak learning rates of the deformation field and
-    of the warp codes (None: ``train.lr``, one rate for all as the official code; see :func:`param_groups`)."""
+    of the warp codes (None: ``train.lr``, one rate for all as the official code; see :func:`param_groups`);
+    ``background_weight``: ``lambda_b`` of the background loss (the paper's 1)."""
 
     capture: str = "small"
     capture_seed: int = 0
@@ -79,6 +80,7 @@ class NerfiesPreset(Preset):
     variants: tuple[str, ...] = VARIANTS
     warp_lr: float | None = None
     code_lr: float | None = None
+    background_weight: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -86,6 +88,9 @@ class NerfiesPreset(Preset):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not v > 0):
                 raise ValueError(f"NerfiesPreset.{name}: expected None or a learning rate > 0, got {v!r}")
+        w = self.background_weight
+        if isinstance(w, bool) or not isinstance(w, int | float) or not w >= 0:
+            raise ValueError(f"NerfiesPreset.background_weight: expected a number >= 0, got {w!r}")
 
 
 def _model(template: NeRFConfig, warp: WarpConfig, render: RenderConfig, **kw) -> NerfiesConfig:
@@ -117,10 +122,11 @@ PRESETS: dict[str, NerfiesPreset] = {
     "small": NerfiesPreset(
         model=_model(NeRFConfig.preset("small", density_activation="softplus"), WarpConfig.preset("small"),
                      RenderConfig(num_coarse=24, num_fine=48, white_background=False)),
-        train=TrainConfig(steps=700, batch_size=128, lr=5e-3, warmup_steps=20, schedule="cosine", min_lr_ratio=0.1,
-                          weight_decay=0.0, eval_every=0, ckpt_every=100, log_every=25, grad_clip=None,
+        train=TrainConfig(steps=2000, batch_size=128, lr=5e-3, warmup_steps=20, schedule="cosine", min_lr_ratio=0.1,
+                          weight_decay=0.0, eval_every=0, ckpt_every=200, log_every=25, grad_clip=None,
                           device="cpu", precision="auto"),
-        capture="small", image_scale=2, eval_views=6, warp_points=256, background_points=1024, seeds=3),
+        capture="small-motion4", image_scale=2, eval_views=6, warp_points=256, background_points=1024, seeds=3,
+        warp_lr=2e-3, code_lr=2e-2, background_weight=0.01),
     # the paper's settings (gpu_vrig_paper.gin): 8 x 256 template, 6 x 128 warp, 128 + 128 samples, 6,144 rays,
     # lr 1e-3 -> 1e-4 over 250k steps, c2f over 80k, elastic constant 0.001; a GPU job
     "paper": NerfiesPreset(
@@ -318,7 +324,8 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: NerfiesPrese
         if use["background"]:
             pick = torch.randint(len(static_points), (p.background_points,))
             bg = m.background_warp(static_points[pick], step=step)
-        return nerfies_loss(out_, target, elastic_weight=schedule(step) if use["elastic"] else 0.0, background=bg)
+        return nerfies_loss(out_, target, elastic_weight=schedule(step) if use["elastic"] else 0.0, background=bg,
+                            background_weight=p.background_weight)
 
     trainer = Trainer(model, dataclasses.replace(p.train, seed=job.seed), data, loss_fn,
                       eval_fn=lambda m: evaluate(m, cap, val, points, frames, true), out_dir=out, progress=progress,
