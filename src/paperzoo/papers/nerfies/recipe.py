@@ -105,9 +105,10 @@ SMALL_STEP_SECONDS = {"static": 0.110, "translation": 0.155, "se3": 0.159, "nerf
 # Rendering (eval mode, the same conditions): 4,096 rays of the small nerfies model in 3.5 s (0.86 ms a ray).
 # Budget of `small` (--workers 2, one thread each): one step of all 7 variants = 1.285 s; x 3 seeds / 2 workers =
 # 1.93 s of wall time per step; 2,000 steps = 3,860 s. Fixed costs: generating the small-motion4 capture once
-# (~150-250 s), the final evaluation of 21 jobs (6 validation views of 64 x 64 = 24,576 rays, ~21 s each: ~220 s over
+# (70 s measured), the final evaluation of 21 jobs (6 validation views of 64 x 64 = 24,576 rays, ~21 s each: ~220 s over
 # 2 workers), the pictures in the main process (~150 s): ~600 s. Total ~4,500 s = ~75 min on a quiet host (per run:
-# nerfies ~8 min, static ~4 min of one thread).
+# nerfies ~8 min, static ~4 min of one thread). Measured at load ~6 (2026-12-01, seed 0, with 4 evaluations):
+# nerfies 908 s, static 434 s, i.e. ~2x the table; the whole reproduction then takes ~2 h.
 PRESETS: dict[str, NerfiesPreset] = {
     # the smoke test: seconds; the generator's tiny capture (4 frames of 32 px), asserts learning, not quality
     "tiny": NerfiesPreset(
