@@ -182,3 +182,36 @@ def test_deformed_frames_stop_on_the_warped_surface(tiny, truth):
     assert _g(p, surface).min(dim=-1).values.abs().max() > 0.02  # but not without the warp: the test can fail
     stored = truth.depth[k].reshape(-1).double()
     assert (stored[hit] - out["depth"][hit]).abs().median() < 0.01  # the files agree with the renderer
+
+
+# ------------------------------------------------------------------------------------------------ larger motion
+def test_motion_factors_scale_the_same_paths_and_keep_the_base_captures_bytes(tmp_path):
+    from paperzoo.data.nonrigid import PRESETS, _cfg_json, _draw_params
+
+    base, big = _draw_params(0, 6), _draw_params(0, 6, motion=4.0, rbf_motion=2.0)
+    assert base["scene"] == big["scene"]  # the scene does not depend on the motion
+    for f0, f1 in zip(base["warp"]["frames"], big["warp"]["frames"], strict=True):
+        np.testing.assert_allclose(f1["rotvec"], 4.0 * np.asarray(f0["rotvec"]), atol=5e-10)
+        np.testing.assert_allclose(f1["translation"], 4.0 * np.asarray(f0["translation"]), atol=5e-10)
+        np.testing.assert_allclose(f1["rbf_amplitude"], 2.0 * np.asarray(f0["rbf_amplitude"]), atol=5e-10)
+    radius = [max(f["object_radius"] for f in d["warp"]["frames"]) for d in (base, big)]
+    assert radius[1] > radius[0]
+    # the factors enter the config only when they are not 1: the captures of the base presets keep their manifests
+    assert "motion" not in _cfg_json(MICRO) and "rbf_motion" not in _cfg_json(MICRO)
+    p = PRESETS["small-motion4"]
+    assert (p.motion, p.rbf_motion, p.frames, p.size) == (4.0, 2.0, 40, 128)
+    assert _cfg_json(p)["motion"] == 4.0 and _cfg_json(p)["rbf_motion"] == 2.0
+    moving = NonrigidPreset(frames=2, size=16, samples=16, points=8, motion=4.0, rbf_motion=2.0)
+    a = generate_nonrigid(tmp_path / "a", moving, seed=3, progress=False)
+    b = generate_nonrigid(tmp_path / "b", moving, seed=3, progress=False)
+    c = generate_nonrigid(tmp_path / "c", MICRO, seed=3, progress=False)
+    files = {p: json.loads((p / "manifest.json").read_text())["files"] for p in (a, b, c)}
+    assert files[a] == files[b]  # deterministic from the seed
+    assert files[a]["rgb/1x/train_000000.png"] == files[c]["rgb/1x/train_000000.png"]  # frame 0: the rest pose
+    assert files[a]["rgb/1x/train_000001.png"] != files[c]["rgb/1x/train_000001.png"]  # frame 1 moved further
+    truth = load_nonrigid_truth(a)
+    assert truth.meta["config"]["motion"] == 4.0
+    with pytest.raises(ValueError, match=r"NonrigidPreset\.motion: expected a number in \(0, 8\]"):
+        NonrigidPreset(frames=2, size=16, samples=16, points=8, motion=0.0)
+    with pytest.raises(ValueError, match=r"NonrigidPreset\.rbf_motion"):
+        NonrigidPreset(frames=2, size=16, samples=16, points=8, rbf_motion=True)

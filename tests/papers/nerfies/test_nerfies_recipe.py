@@ -103,3 +103,42 @@ def test_tiny_run_learns_the_validation_views(tmp_path, monkeypatch):
                                    "--out", str(tmp_path / "path.gif"), "--frames", "2", "--side", "16"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "path.gif").stat().st_size > 0
+
+
+def test_param_groups_give_the_field_and_the_warp_codes_their_own_rates():
+    import dataclasses
+
+    from paperzoo.papers.nerfies import Nerfies
+    from paperzoo.papers.nerfies.recipe import NerfiesPreset, param_groups
+    from paperzoo.train import TrainConfig, Trainer
+
+    p = PRESETS["tiny"]
+    model = Nerfies(variant_config(p, "nerfies", 4, 2.0, 6.0)[0])
+    assert param_groups(model, 1e-2) is None  # one rate for all (the official code): the Trainer's default groups
+    static = Nerfies(variant_config(p, "static", 4, 2.0, 6.0)[0])
+    assert param_groups(static, 1e-2, 1e-3, 1e-1) is None  # no field, nothing to separate
+    groups = param_groups(model, 1e-2, warp_lr=1e-3, code_lr=1e-1)
+    ids = [[id(q) for q in g["params"]] for g in groups]
+    assert sorted(sum(ids, [])) == sorted(id(q) for q in model.parameters())  # every parameter exactly once
+    assert set(ids[1]) == {id(q) for q in model.warp.parameters()} and ids[2] == [id(model.warp_codes.weight)]
+    assert [g["lr"] for g in groups] == [1e-2, 1e-3, 1e-1]
+    assert [g["lr"] for g in param_groups(model, 1e-2, code_lr=1e-1)] == [1e-2, 1e-2, 1e-1]
+    # the schedule scales every group by one factor, and a group at a higher rate moves its parameters further
+    cfg = TrainConfig(steps=4, batch_size=2, lr=1e-2, warmup_steps=2, schedule="cosine", min_lr_ratio=0.5,
+                      weight_decay=0.0, eval_every=0, ckpt_every=0, grad_clip=None, device="cpu", log_every=100)
+    data = torch.utils.data.TensorDataset(torch.randn(8, 3))
+    before = {n: q.detach().clone() for n, q in model.named_parameters()}
+
+    def loss_fn(m, batch):
+        return m.warp_codes.weight.sum() + m.warp.heads["v"].weight.sum() + m.coarse.sigma.weight.sum()  # lr a step
+    tr = Trainer(model, cfg, data, loss_fn, progress=False, param_groups=groups)
+    tr.fit()
+    lrs = [g["lr"] for g in tr.optimizer.param_groups]
+    assert lrs[1] / lrs[0] == pytest.approx(0.1) and lrs[2] / lrs[0] == pytest.approx(10.0)
+    moved = {n: float((q.detach() - before[n]).abs().max()) for n, q in model.named_parameters()}
+    assert moved["warp_codes.weight"] > 5 * moved["coarse.sigma.weight"] > 25 * moved["warp.heads.v.weight"] > 0
+    with pytest.raises(ValueError, match="NerfiesPreset.warp_lr: expected None or a learning rate > 0"):
+        dataclasses.replace(p, warp_lr=0.0)
+    with pytest.raises(ValueError, match="NerfiesPreset.background_weight: expected a number >= 0"):
+        dataclasses.replace(p, background_weight=-1.0)
+    assert isinstance(dataclasses.replace(p, code_lr=0.1, background_weight=0.0), NerfiesPreset)
