@@ -55,7 +55,9 @@ class TransformerConfig:
     ``drop_path`` is the stochastic-depth rate of the last block, growing linearly from 0 at the first
     (Huang et al. 2016; DeiT/Swin); ``attn_scale`` None means the scheme's own: 1.0 with ``position="t5"`` (T5
     scores q.k unscaled and folds 1/sqrt(head_dim) into the query projection's initialisation, as this stack then
-    does, so the function at init is the scaled one's), 1/sqrt(head_dim) otherwise; a number sets it (no folding);
+    does, so the function at init is the scaled one's; a model that re-initialises every Linear after building the
+    stack undoes the fold and should set ``attn_scale`` itself), 1/sqrt(head_dim) otherwise; a number sets it (no
+    folding);
     ``t5_*`` configure the T5 bucketed bias, ``rotary_*`` RoPE; ``causal`` masks the future in every layer.
     ``residual_gate``: None, or the initial value of a learned scalar multiplying every branch's output (0: ReZero);
     ``shared_layers``: None (every layer its own weights) or the number of distinct blocks (divides num_layers).
