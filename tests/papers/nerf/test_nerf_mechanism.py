@@ -208,3 +208,23 @@ def test_bf16_training_lowers_the_loss_like_fp32():
     (start32, end32), (start16, end16) = ends[False], ends[True]
     assert end32 < 0.3 * start32 and end16 < 0.3 * start16, ends
     assert abs(end16 - end32) < 0.1 * end32, ends
+
+
+def test_a_training_step_traces_as_one_graph():
+    """torch.compile(fullgraph=True) traces the training-mode render (perturbed depths, random fine draws, both
+    passes) with no graph break; sample_pdf's value check on negative weights still runs in eager mode."""
+    import torch._dynamo
+
+    from paperzoo.papers.nerf.render import NeRF, RenderConfig
+
+    torch.manual_seed(0)
+    model = NeRF(NeRFConfig.preset("tiny"), RenderConfig(num_coarse=8, num_fine=8)).train()
+    o = torch.zeros(16, 3)
+    d = torch.nn.functional.normalize(torch.randn(16, 3), dim=-1)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
+    loss, _ = nerf_loss(compiled(o, d), torch.rand(16, 3))
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    with pytest.raises(ValueError, match="weights must be >= 0"):
+        sample_pdf(torch.tensor([[0.0, 1.0, 2.0]]), torch.tensor([[0.5, -0.1]]), 3, deterministic=True)

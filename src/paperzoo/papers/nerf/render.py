@@ -242,5 +242,5 @@ def _check_pdf(bins: Tensor, weights: Tensor) -> None:
     if bins.ndim != 2 or weights.ndim != 2 or weights.shape != (bins.shape[0], bins.shape[1] - 1):
         raise ValueError(f"sample_pdf: expected bins (R, B) and weights (R, B - 1), got {tuple(bins.shape)} and "
                          f"{tuple(weights.shape)}")
-    if (weights < 0).any():
+    if not torch.compiler.is_compiling() and bool((weights < 0).any()):  # a value check: eager only (no graph break)
         raise ValueError("sample_pdf: weights must be >= 0")
