@@ -204,8 +204,6 @@ def test_the_token_models_are_in_the_vocabulary_check():
 
 # Models whose forward cannot be one graph, and why (everything else must compile with fullgraph=True).
 GRAPH_BREAKS = {
-    "SwitchMoE": "the expert buffer is as long as the fullest expert (data-dependent: less work than full capacity)",
-    "SwitchLM": "its SwitchMoE layers (see SwitchMoE)",
     "Nerfies": "the elastic loss's per-point Jacobians use torch.func.vmap(jacfwd), which dynamo does not trace here",
 }
 
@@ -217,18 +215,23 @@ def _one_model_per_paper() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(("paper", "name"), _one_model_per_paper())
 def test_forward_traces_as_one_graph(paper, name):
-    """torch.compile(fullgraph=True) traces the tiny model's forward without a graph break (dynamo only, backend
-    "eager": no code generation, so this stays cheap); value checks on inputs run in eager mode only. One model per
-    paper (the others share its modules); a paper whose model cannot be one graph says why in GRAPH_BREAKS."""
+    """torch.compile(fullgraph=True), as the training engine compiles (data-dependent sizes traced:
+    :func:`paperzoo.train.compile_model`), traces the tiny model's forward without a graph break (dynamo only,
+    backend "eager": no code generation, so this stays cheap); value checks on inputs run in eager mode only. One
+    model per paper (the others share its modules); a paper whose model cannot be one graph says why in
+    GRAPH_BREAKS."""
     if name in GRAPH_BREAKS:
         pytest.skip(f"{name}: {GRAPH_BREAKS[name]}")
     import torch._dynamo
 
     _, _, model, inputs = _build(paper, name)
     model.eval()
+    from paperzoo.train import compile_model
+
     torch._dynamo.reset()
-    compiled = torch.compile(model, fullgraph=True, backend="eager")
-    with torch.no_grad():
+    flags = {"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True}  # what compile_model sets
+    with torch._dynamo.config.patch(**flags), torch.no_grad():  # restored afterwards
+        compiled = compile_model(model, fullgraph=True, backend="eager")
         got, want = _tensors(compiled(**inputs)), _tensors(model(**inputs))
     assert got and len(got) == len(want)
     for a, b in zip(got, want, strict=True):  # equal up to kernel choice (eager may skip an all-true mask)

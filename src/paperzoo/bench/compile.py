@@ -34,6 +34,7 @@ import torch
 from paperzoo.bench.precision import autocast, current, peak_gflops
 from paperzoo.bench.results import BenchResult
 from paperzoo.measure import count_flops, time_interleaved
+from paperzoo.train.compiled import compile_model
 
 __all__ = ["CASES", "compile_row", "run"]
 
@@ -197,7 +198,7 @@ def compile_row(name: str, model: torch.nn.Module, loss: Callable[[torch.nn.Modu
     counters.clear()
     eager = _step(model, loss)
     eager()  # the eager side's first call (allocator, lazy init) stays out of the compile time
-    compiled = _step(torch.compile(model, backend=backend), loss)
+    compiled = _step(compile_model(model, backend=backend), loss)
     t0 = time.perf_counter()
     compiled()
     compile_s = time.perf_counter() - t0

@@ -8,6 +8,7 @@
 """
 
 from .checkpoint import checkpoint_file, find_checkpoints, load_checkpoint, load_latest
+from .compiled import compile_model
 from .config import TrainConfig
 from .optim import build_optimizer, build_scheduler, lr_factor, no_decay_names, param_groups
 from .rng import seed_everything
@@ -18,6 +19,7 @@ __all__ = [
     "Trainer",
     "TrainingDivergedError",
     "build_optimizer",
+    "compile_model",
     "build_scheduler",
     "checkpoint_file",
     "find_checkpoints",

@@ -64,6 +64,7 @@ from .checkpoint import (
     remove_stale_temp_files,
     save_checkpoint,
 )
+from .compiled import compile_model
 from .config import TrainConfig
 from .metrics import MetricsLog, ProgressDisplay
 from .metrics import say as metrics_say
@@ -242,7 +243,7 @@ class Trainer:
         else:
             self.model = self.raw_model
         if cfg.compile:  # what loss_fn calls; the optimizer, clipping and checkpoints keep using raw_model
-            self.model = torch.compile(self.model)
+            self.model = compile_model(self.model)
         self.step = 0
         self._signal: int | None = None
         self._stop = False

@@ -262,7 +262,9 @@ class SwitchMoE(nn.Module):
             if G > 1:
                 kept = kept.reshape(1, -1, E)
                 pos = kept.cumsum(1).gather(2, idx_f.reshape(1, -1, 1)).squeeze(2).reshape(G, -1) - 1
-            R = max(1, int(kept.sum((0, 1)).max()))  # rows per expert
+            # rows per expert; compiled, at least 2 (one spare empty row), which lets the inductor prove the
+            # data-dependent length is not a broadcastable 1
+            R = max(2 if torch.compiler.is_compiling() else 1, int(kept.sum((0, 1)).max()))
             slot_of = idx_f * R + pos
         else:
             R = G * C
