@@ -16,7 +16,8 @@ register(Paper(
     status="checked",
     models=("ElectraGenerator", "ElectraDiscriminator", "ElectraClassifier"),
     recipes={"electra": "paperzoo.papers.electra.recipe:run",
-             "electra-ablations": "paperzoo.papers.electra.recipe:run_ablations"},
+             "electra-ablations": "paperzoo.papers.electra.recipe:run_ablations",
+             "electra-context": "paperzoo.papers.electra.context:run"},
     benches={"electra": "paperzoo.bench.electra:run"},
     claims=(
         "At equal pretraining compute, replaced-token detection (ELECTRA) gives better downstream scores than "

@@ -126,14 +126,21 @@ def _pretrain_data(tok, texts: list[str], preset: Preset) -> tuple[TensorDataset
     return TensorDataset(ids, mask), TensorDataset(e_ids, e_mask)
 
 
-def prepare(run_dir: Path, p: Preset):
-    """(preset with the tokenizer's ids and vocabulary size, tokenizer, pretraining data, held-out windows, tasks)."""
+def prepare_pretraining(run_dir: Path, p):
+    """(preset with the tokenizer's ids and vocabulary size, tokenizer, pretraining data, held-out windows), for
+    any preset with ``docs``, ``vocab_size``, ``seq_len``, ``eval_docs``, ``model`` and ``objective``."""
     texts = _imdb_texts(p.docs)
     tok = _tokenizer(run_dir, texts, p)
     ids = special_ids(tok)
     obj = replace(p.objective, mask_token_id=ids["mask"], special_ids=(ids["pad"], ids["cls"], ids["sep"], ids["mask"]))
     p = replace(p, objective=obj, model=replace(p.model, vocab_size=tok.get_vocab_size()))
     train, held = _pretrain_data(tok, texts, p)
+    return p, tok, train, held
+
+
+def prepare(run_dir: Path, p: Preset):
+    """(preset with the tokenizer's ids and vocabulary size, tokenizer, pretraining data, held-out windows, tasks)."""
+    p, tok, train, held = prepare_pretraining(run_dir, p)
     data = {t: (load_task(t, "train"), load_task(t, "test")) for t in p.tasks}
     return p, tok, train, held, data
 
@@ -158,12 +165,13 @@ def _loss_fn(model, batch):
 
 
 def pretrain(model: ElectraPretrainer, cfg: TrainConfig, train: TensorDataset, held_out: TensorDataset,
-             out: Path, resume: bool, progress: bool = True) -> dict:
-    """Train ``model`` with ``cfg`` (checkpoints and ``metrics.jsonl`` in ``out``); held-out metrics before/after."""
+             out: Path, resume: bool, progress: bool = True, param_groups: list[dict] | None = None) -> dict:
+    """Train ``model`` with ``cfg`` (checkpoints and ``metrics.jsonl`` in ``out``; AdamW over ``param_groups``
+    when given); held-out metrics before/after."""
     before = evaluate_pretrainer(model.eval(), held_out)
     model.train()
     trainer = Trainer(model, cfg, train, _loss_fn, eval_fn=lambda m: evaluate_pretrainer(m, held_out),
-                      out_dir=out, progress=progress)
+                      out_dir=out, progress=progress, param_groups=param_groups)
     fit = trainer.fit(resume=resume)
     return {"steps": fit["step"], "before": before, "after": fit["eval"], "wall_time_s": fit["wall_time_s"]}
 
