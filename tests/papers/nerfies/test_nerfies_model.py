@@ -188,3 +188,33 @@ def test_presets_build_and_set_the_template_condition():
     assert (paper.warp.num_layers, paper.warp.dim, paper.warp.skips, paper.warp.num_freqs) == (6, 128, (3,), 8)
     assert (paper.template.num_layers, paper.template.dim, paper.template.skips) == (8, 256, (3,))
     assert (paper.render.num_coarse, paper.render.num_fine) == (128, 128)
+
+
+def test_a_training_step_compiles_as_the_engine_compiles_it():
+    """Through ``paperzoo.train.compile_model`` (data-dependent sizes traced) a training step with the elastic loss
+    (the graph breaks at the Jacobian's autograd.grad) gives the eager loss and gradients."""
+    import torch._dynamo
+
+    from paperzoo.papers.nerfies import nerfies_loss
+    from paperzoo.train import compile_model
+
+    m = _model(seed=3, warp=WarpConfig.preset("tiny", head_init=0.2)).eval()  # eval: deterministic depths
+    rays_o, rays_d, ids = _rays(m.config)
+    target = torch.rand(6, 3)
+
+    def step(model):
+        m.zero_grad(set_to_none=True)
+        loss, _ = nerfies_loss(model(rays_o, rays_d, ids, alpha=1.0, return_jacobian=True), target,
+                               elastic_weight=0.01)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]
+
+    want, want_g = step(m)
+    torch._dynamo.reset()
+    flags = {"capture_dynamic_output_shape_ops": True, "capture_scalar_outputs": True}
+    with torch._dynamo.config.patch(**flags):
+        got, got_g = step(compile_model(m, backend="eager"))
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    assert len(got_g) == len(want_g)
+    for a, b in zip(got_g, want_g, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-4)

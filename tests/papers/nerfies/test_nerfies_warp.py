@@ -177,3 +177,19 @@ def test_jacobian_keeps_the_dtype_and_is_differentiable_in_the_parameters():
     jac.pow(2).sum().backward()
     grads = [p.grad for p in f.parameters()]
     assert all(gr is not None and torch.isfinite(gr).all() for gr in grads) and any(gr.abs().sum() > 0 for gr in grads)
+
+
+def test_jacobian_under_no_grad_is_a_plain_value_and_keeps_the_points_graph_otherwise():
+    torch.manual_seed(8)
+    f = SE3Field(WarpConfig.preset("tiny", head_init=0.3))
+    x, codes = torch.rand(4, 3), torch.rand(4, 4)
+    with torch.no_grad():
+        warped, jac = f.warp_and_jacobian(x, codes, 2.0)
+    assert not warped.requires_grad and not jac.requires_grad and not x.requires_grad
+    _, want = f.warp_and_jacobian(x, codes, 2.0)
+    assert torch.equal(jac, want.detach())
+    # points that carry a graph (a pose being optimised) keep it through the warp
+    shift = torch.zeros(3, requires_grad=True)
+    warped, _ = f.warp_and_jacobian(x + shift, codes, 2.0)
+    warped.sum().backward()
+    assert shift.grad is not None and shift.grad.abs().sum() > 0

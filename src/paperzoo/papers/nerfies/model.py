@@ -278,7 +278,7 @@ def _check_ids(ids: Tensor | None, name: str, n: int, rays: int) -> None:
     if not isinstance(ids, Tensor) or ids.dtype != torch.long or tuple(ids.shape) != (rays,):
         raise ValueError(f"{name}: expected an int64 (long) tensor of shape ({rays},) (one id per ray/point), got "
                          f"{getattr(ids, 'dtype', type(ids).__name__)} of shape {tuple(getattr(ids, 'shape', ()))}")
-    if rays and (int(ids.min()) < 0 or int(ids.max()) >= n):
+    if rays and not torch.compiler.is_compiling() and (int(ids.min()) < 0 or int(ids.max()) >= n):  # eager only
         raise ValueError(f"{name}: ids must lie in [0, {n}), got values in [{int(ids.min())}, {int(ids.max())}]")
 
 

@@ -12,8 +12,8 @@ In the paper's order:
    motion ``x' = exp([w]_x, v) x`` of the twist, computed by :func:`se3_apply` with a Taylor series below
    ``theta = |w| = 0.1`` (the official code divides by ``theta`` with no guard: NaN when ``w = 0``).
    :class:`TranslationField` is the paper's baseline ``x' = x + t(x, omega_i)``.
-4. :meth:`DeformationField.warp_and_jacobian`: the warp and its 3x3 Jacobian ``dx'/dx`` at every point in one
-   batched pass (``torch.func.vmap`` over points of ``torch.func.jacfwd``), for the elastic loss.
+4. :meth:`DeformationField.warp_and_jacobian`: the warp and its 3x3 Jacobian ``dx'/dx`` at every point, batched:
+   reverse-mode vector-Jacobian products with the three unit vectors in one call, for the elastic loss.
 
 Heads are initialised as the official code (uniform in ``[0, 1e-4)``, zero bias), so the field starts near the
 identity; ``head_init=0`` makes it exactly the identity. Hidden layers: Glorot-uniform weights, zero biases (flax's
@@ -255,19 +255,22 @@ class DeformationField(nn.Module):
 
     def warp_and_jacobian(self, points: Tensor, codes: Tensor, alpha: float | Tensor) -> tuple[Tensor, Tensor]:
         """Warped points ``(N, 3)`` and the Jacobians ``J[n, a, b] = d x'_a / d x_b`` ``(N, 3, 3)`` of points
-        ``(N, 3)``: forward-mode AD (3 tangents) vmapped over points, one pass for both, differentiable in the
-        parameters."""
+        ``(N, 3)``, by reverse-mode AD: the warp once, then its vector-Jacobian products with the three unit
+        vectors in one batched call. Points do not interact, so the gradient of ``sum_n x'_{n, a}`` with respect to
+        the points is row ``a`` of every point's Jacobian. With grad mode on the Jacobians stay differentiable in
+        the parameters (``create_graph``); under ``no_grad`` they are plain values. Faster here than
+        ``vmap(jacfwd)`` over points (``paperzoo bench nerfies``), with the same values."""
         _check_points_codes(points, codes, self.config.code_dim)
         if points.ndim != 2:
             raise ValueError(f"points: expected (N, 3) for the Jacobian, got {tuple(points.shape)}")
-        window = self.window(alpha, points)
-
-        def one(x: Tensor, code: Tensor) -> tuple[Tensor, Tensor]:  # (3,), (code_dim,) -> x' (3,) twice
-            y = self._warp(x, code, window)
-            return y, y
-
-        jac, warped = torch.func.vmap(torch.func.jacfwd(one, has_aux=True))(points, codes)
-        return warped, jac  # (N, 3), (N, 3, 3)
+        graph = torch.is_grad_enabled()
+        with torch.enable_grad():
+            x = points if points.requires_grad else points.detach().requires_grad_(True)
+            warped = self._warp(x, codes, self.window(alpha, x))  # (N, 3)
+            units = torch.eye(3, dtype=warped.dtype, device=warped.device)[:, None].expand(3, *warped.shape)
+            (rows,) = torch.autograd.grad(warped, x, units, create_graph=graph, is_grads_batched=True)  # (3, N, 3)
+        jac = rows.transpose(0, 1)  # (N, 3, 3): J[n, a, b]
+        return (warped, jac) if graph else (warped.detach(), jac.detach())
 
 
 class SE3Field(DeformationField):
