@@ -113,6 +113,6 @@ def test_paper_is_registered():
 
     p = registry.get("electra")
     assert p.status == "checked" and p.arxiv == "2003.10555"
-    assert set(p.recipes) == {"electra", "electra-ablations"} and "electra" in p.benches
+    assert set(p.recipes) == {"electra", "electra-ablations", "electra-context"} and "electra" in p.benches
     for target in (*p.recipes.values(), *p.benches.values()):
         assert callable(registry.resolve(target))
