@@ -230,3 +230,18 @@ def test_the_default_grid_is_named_without_a_machine_path():
 
     assert all(p.grid == "grid.toml" for p in PRESETS.values())
     assert set(load_grid("grid.toml").variants) == set(load_grid(DEFAULT_GRID).variants)
+
+
+def test_wikitext_windows_are_framed_like_the_training_windows():
+    """Evaluation windows start with [CLS] and end with [SEP], as every pretraining window does (pack_documents):
+    relative-position models anchor on [CLS], and unframed windows scored up to 1e9 perplexity."""
+    from paperzoo.data.tokenizer import pack_documents, special_ids, train_wordpiece
+
+    texts = ["the film was good and the cast was better than the plot " * 20, "a bad film " * 30]
+    tok = train_wordpiece(texts, 200)
+    ids = special_ids(tok)
+    wiki = recipe.wiki_windows(tok, " ".join(texts), 16, 100)
+    train, _ = pack_documents(tok, texts, 16, min_tokens=14)
+    assert wiki.shape == (100 // 14, 16)
+    for w in (wiki, train):
+        assert (w[:, 0] == ids["cls"]).all() and (w[:, -1] == ids["sep"]).all() and (w != ids["pad"]).all()
