@@ -177,8 +177,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                    args=(p, train, held))
     measurements, verdicts, learned, first = {}, {}, {}, {}
     for c in p.candidates:
-        v = c.name
-        after = [r["after"] for r in res.of(v)]
+        after = [r["after"] for r in res.of(c.name)]
         auc, ida, probe = ([a[k] for a in after] for k in ("eval_disc_auc", "eval_id_auc", "eval_probe_auc"))
         measurements.update({f"AUC {c.name}": auc, f"id-AUC {c.name}": ida,
                              f"AUC - id-AUC {c.name}": [a - b for a, b in zip(auc, ida, strict=True)],
@@ -186,7 +185,7 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
                              f"token-state cosine {c.name}": [a["eval_token_cosine"] for a in after]})
         verdicts[c.name] = context_verdict(auc, ida, probe, c.name)
         learned[c.name] = f"{CONTEXT_LEARNED[verdicts[c.name].verdict]}: {verdicts[c.name].reason}"
-        first[c.name] = [r["probe first above"] for r in res.of(v)]
+        first[c.name] = [r["probe first above"] for r in res.of(c.name)]
     chosen = next((c for c in p.candidates if verdicts[c.name].verdict == "reproduced"), None)
     verdict = smoke(_any_of(verdicts), name)
     logs = {f"{c.name} seed {s}": run_dir / c.name / f"seed-{s}" / "metrics.jsonl"
