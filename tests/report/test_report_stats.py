@@ -143,3 +143,24 @@ def test_welch_p_matches_scipy_and_holm_adjusts_in_order():
     assert math.isnan(out[0]) and out[1:] == pytest.approx([0.02, 0.03])  # nan does not count in m
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         holm([1.5])
+
+
+def test_paired_comparison_matches_scipy_ttest_rel():
+    import scipy.stats
+
+    from paperzoo.report.stats import compare_paired, paired_p
+
+    a, b = [1.0, 1.3, 0.9, 1.2], [0.8, 1.25, 0.6, 1.1]
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    c = compare_paired(a, b)
+    ref = scipy.stats.ttest_rel(a, b)
+    lo, hi = ref.confidence_interval(0.95)
+    assert (c.lo, c.hi) == (pytest.approx(lo), pytest.approx(hi)) and c.df == 3
+    assert c.paired and not compare(a, b).paired
+    assert c.diff == pytest.approx(sum(d) / 4) and c.a.n == 4 and c.b.mean == pytest.approx(sum(b) / 4)
+    assert paired_p(a, b) == pytest.approx(ref.pvalue, rel=1e-9)
+    assert math.isnan(paired_p([1.0], [0.0])) and math.isnan(paired_p([1.0, 2.0], [0.5, 1.5]))
+    with pytest.raises(ValueError, match="one b per a"):
+        compare_paired(a, b[:3])
+    with pytest.raises(ValueError, match="one b per a"):
+        paired_p(a, b[:3])

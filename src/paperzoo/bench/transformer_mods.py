@@ -26,7 +26,7 @@ VARIANTS = ("gelu", "swiglu", "geglu", "reglu", "glu", "rmsnorm", "rezero", "rez
 BATCH, VOCAB = 32, 4096
 
 
-def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 6, warmup: int = 2, threads: int | None = None,
+def run(variants: tuple[str, ...] = VARIANTS, repeats: int = 12, warmup: int = 3, threads: int | None = None,
         size: str = "small", batch: int = BATCH) -> tuple[list[BenchResult], dict[str, Any]]:
     """Rows: each variant's training step vs the baseline's, at the ``size`` preset's model (tests: ``tiny``).
     ``threads`` (default ``$PAPERZOO_BENCH_THREADS``, else torch's default) sets the intra-op threads."""

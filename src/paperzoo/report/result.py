@@ -36,7 +36,8 @@ def _measurement(name: str, value: Any, confidence: float) -> dict[str, Any]:
     if isinstance(value, Comparison):
         return {"mean": value.diff, "lo": value.lo, "hi": value.hi, "n": value.a.n, "std": None,
                 "confidence": value.confidence, "values": None,
-                "note": f"difference of means vs baseline (Welch t), verdict {verdict_from(value)!r}",
+                "note": f"difference of means vs baseline ({'paired t over seeds' if value.paired else 'Welch t'}), "
+                        f"verdict {verdict_from(value)!r}",
                 "comparison": to_jsonable(value)}
     if isinstance(value, numbers.Real):
         value = [value]

@@ -1,7 +1,9 @@
-"""Confidence intervals over seeds: Student t quantiles, mean CIs, Welch comparisons and verdicts.
+"""Confidence intervals over seeds: Student t quantiles, mean CIs, Welch and paired comparisons and verdicts.
 
 Quantiles come from ``scipy.stats``; Welch's degrees of freedom are the Welch-Satterthwaite formula (as in
-``scipy.stats.ttest_ind(equal_var=False)``).
+``scipy.stats.ttest_ind(equal_var=False)``). Where the two sides were run in pairs (seed ``s`` of ``a`` and of ``b``
+saw the same data order), :func:`compare_paired` gives the interval of the mean per-pair difference (as
+``scipy.stats.ttest_rel``): the variance the pair shares cancels.
 
 The verdict rule (:func:`verdict_from`). Let ``d`` be the *improvement* of ``a`` over ``b``:
 ``mean(a) - mean(b)`` when higher is better, ``mean(b) - mean(a)`` when lower is better, and
@@ -107,7 +109,8 @@ def mean_ci(values: Iterable[float], confidence: float = 0.95) -> CI:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Difference of means ``mean(a) - mean(b)`` with its Welch t interval ``[lo, hi]`` and ``df``."""
+    """Difference of means ``mean(a) - mean(b)`` with its t interval ``[lo, hi]`` and ``df`` (Welch's, or the paired
+    one from :func:`compare_paired`)."""
 
     diff: float
     lo: float
@@ -118,6 +121,7 @@ class Comparison:
     higher_is_better: bool = True
     margin: float = 0.0
     confidence: float = 0.95
+    paired: bool = False
 
     @property
     def improvement(self) -> tuple[float, float, float]:
@@ -181,6 +185,21 @@ def compare(a: Iterable[float], b: Iterable[float] | float, higher_is_better: bo
     return Comparison(diff, diff - half, diff + half, df, ca, cb, higher_is_better, margin, confidence)
 
 
+def compare_paired(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True, margin: float = 0.0,
+                   confidence: float = 0.95) -> Comparison:
+    """Compare ``a`` with ``b`` where ``a[i]`` and ``b[i]`` are one pair (e.g. the same seed and data order).
+
+    The interval is the one-sample t interval of the mean of ``d_i = a_i - b_i`` (``n - 1`` degrees of freedom),
+    which equals ``mean(a) - mean(b)``; ``a`` and ``b`` keep their own mean CIs.
+    """
+    xa, xb = _check_values(a, "a"), _check_values(b, "b")
+    if len(xa) != len(xb):
+        raise ValueError(f"paired values need one b per a, got {len(xa)} a and {len(xb)} b")
+    d = compare([x - y for x, y in zip(xa, xb, strict=True)], 0.0, higher_is_better, margin, confidence)
+    return Comparison(d.diff, d.lo, d.hi, d.df, mean_ci(xa, confidence), mean_ci(xb, confidence),
+                      higher_is_better, margin, confidence, paired=True)
+
+
 def verdict_from(comparison: Comparison) -> str:
     """``"reproduced"``, ``"not reproduced"`` or ``"inconclusive"`` by the rule in this module's docstring."""
     if not isinstance(comparison, Comparison):
@@ -209,6 +228,22 @@ def welch_p(a: Iterable[float], b: Iterable[float]) -> float:
     t = (ma - mb) / math.sqrt(sa + sb)
     df = (sa + sb) ** 2 / (sa * sa / (len(xa) - 1) + sb * sb / (len(xb) - 1))
     return 2.0 * (1.0 - t_cdf(abs(t), df))
+
+
+def paired_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of the paired t test for ``mean(a - b) == 0`` (``scipy.stats.ttest_rel``); nan with fewer
+    than two pairs or when every pair differs by the same amount (no variance: undefined)."""
+    xa, xb = _check_values(a, "a"), _check_values(b, "b")
+    if len(xa) != len(xb):
+        raise ValueError(f"paired values need one b per a, got {len(xa)} a and {len(xb)} b")
+    d = [x - y for x, y in zip(xa, xb, strict=True)]
+    if len(d) < 2:
+        return math.nan
+    m, v = _mean_var(d)
+    if v == 0.0:
+        return math.nan
+    t = m / math.sqrt(v / len(d))
+    return 2.0 * (1.0 - t_cdf(abs(t), len(d) - 1))
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

@@ -179,16 +179,16 @@ def test_model_rejects_bad_input():
 
 
 def _fake(values: dict[str, list[float]], down: dict[str, list[float]]) -> dict[str, list[dict]]:
-    return {v: [{"final_loss": f, "early_loss": f + 0.3, "wiki_valid_ppl": 10.0 + f, "wiki_test_ppl": 11.0 + f,
-                 "downstream": d, "steps_per_s": 1.0 + 0.01 * s, "task SST-2": d, "params": 1, "flops_per_token": 1,
-                 "tokens": 1, "steps": 1}
+    return {v: [{"seed": s, "final_loss": f, "early_loss": f + 0.3, "wiki_valid_ppl": 10.0 + f,
+                 "wiki_test_ppl": 11.0 + f, "downstream": d, "steps_per_s": 1.0 + 0.01 * s, "task SST-2": d,
+                 "params": 1, "flops_per_token": 1, "tokens": 1, "steps": 1}
                 for s, (f, d) in enumerate(zip(values[v], down[v], strict=True))] for v in values}
 
 
 def test_table_holm_sign_agreement_spearman_and_verdict():
     base = [2.00, 2.01, 1.99]
-    loss = {"vanilla": base, "swiglu": [1.90, 1.91, 1.89], "rmsnorm": [1.95, 1.96, 1.94],
-            "rezero": [2.10, 2.12, 2.11], "gelu": [2.00, 2.02, 1.99], "fixup": [2.30, 2.28, 2.31]}
+    loss = {"vanilla": base, "swiglu": [1.90, 1.92, 1.89], "rmsnorm": [1.95, 1.97, 1.94],
+            "rezero": [2.10, 2.12, 2.11], "gelu": [2.00, 2.03, 1.98], "fixup": [2.30, 2.28, 2.31]}
     down = {v: [70.0, 71.0, 72.0] for v in loss}
     t = Table(_fake(loss, down), GRID, ("SST-2",))
     s = t.stats["final loss"]
@@ -205,6 +205,29 @@ def test_table_holm_sign_agreement_spearman_and_verdict():
     assert Table(_fake(loss, down), GRID, ("SST-2",)).verdict().verdict == "not reproduced"
     md = t.markdown(recipe.PRESETS["tiny"])
     assert "Baseline seed-to-seed spread first" in md and "| swiglu |" in md and "Spearman" in md
+
+
+def test_table_pairs_by_seed():
+    """A seed's data order moves every variant's loss alike; the paired test sees through it, Welch cannot, and
+    results listed in another seed order pair the same."""
+    import scipy.stats
+
+    shift = [0.0, 0.12, 0.25]  # what seeds 0, 1, 2 do to every variant
+    noise = {"vanilla": (0.0, 0.0, 0.0), "swiglu": (-0.05, -0.046, -0.053), "rmsnorm": (0.01, -0.01, 0.0)}
+    loss = {v: [2.0 + d + e for d, e in zip(shift, n, strict=True)] for v, n in noise.items()}
+    down = {v: [70.0, 71.0, 72.0] for v in loss}
+    res = _fake(loss, down)
+    s = Table(res, GRID, ("SST-2",)).stats["final loss"]
+    a, b = loss["swiglu"], loss["vanilla"]
+    assert s["swiglu"]["p"] == pytest.approx(scipy.stats.ttest_rel(a, b).pvalue, rel=1e-9)
+    assert scipy.stats.ttest_ind(a, b, equal_var=False).pvalue > 0.5 and s["swiglu"]["p"] < 0.01
+    assert s["swiglu"]["significant"] and s["swiglu"]["better"] and not s["rmsnorm"]["significant"]
+    assert s["swiglu"]["diff"].lo < -0.05 < s["swiglu"]["diff"].hi < -0.04
+    res["swiglu"] = res["swiglu"][::-1]
+    assert Table(res, GRID, ("SST-2",)).stats["final loss"]["swiglu"]["p"] == pytest.approx(s["swiglu"]["p"])
+    res["swiglu"] = [r | {"seed": r["seed"] + 3} for r in res["swiglu"]]
+    with pytest.raises(ValueError, match="shares no seed"):
+        Table(res, GRID, ("SST-2",))
 
 
 @pytest.mark.slow

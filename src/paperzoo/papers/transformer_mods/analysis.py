@@ -1,8 +1,10 @@
 """The paper-style table of a grid run, its comparison with Narang et al.'s Table 1, and the verdict.
 
 Per variant and column: the mean over seeds with its 95% t interval; against the baseline, the difference of means
-with its Welch interval and Welch's two-sided p-value, Holm-corrected over the variants of that column (family-wise
-error 5%). The baseline's own seed-to-seed spread comes first. Against the paper: for the rows the paper reports,
+with its paired t interval and two-sided paired p-value over the seeds both ran, Holm-corrected over the variants of
+that column (family-wise error 5%). Paired, because the grid is: seed ``s`` gives every variant the same batch order,
+so the part of a seed's loss that comes from its data order is shared by the pair and cancels. The baseline's own
+seed-to-seed spread comes first. Against the paper: for the rows the paper reports,
 whether our difference has the paper's sign, and the Spearman rank correlation of our differences with the paper's,
 per column.
 """
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import scipy.stats
 
-from paperzoo.report.stats import compare, holm, mean_ci, welch_p
+from paperzoo.report.stats import compare_paired, holm, mean_ci, paired_p
 from paperzoo.report.verdict import Verdict
 
 from .grid import PAPER_BASELINE, PAPER_EARLY_LOSS_STD, PAPER_SIGNS, PAPER_TABLE, Grid
@@ -44,19 +46,27 @@ class Table:
         self.stats = {col: self._column(col) for col in self.columns}
 
     def values(self, variant: str, col: str) -> list[float]:
+        return list(self.by_seed(variant, col).values())
+
+    def by_seed(self, variant: str, col: str) -> dict[int, float]:
         key = self.columns[col][0]
-        return [r[key] for r in self.results[variant] if r.get(key) is not None]
+        return {r["seed"]: r[key] for r in self.results[variant] if r.get(key) is not None}
 
     def _column(self, col: str) -> dict[str, dict]:
-        """Per variant: mean CI, difference to the baseline (Welch CI), p, Holm-adjusted p, significant better."""
+        """Per variant: mean CI, difference to the baseline (paired over common seeds), p, Holm p, significant."""
         lower = self.columns[col][1]
-        base = self.values(self.baseline, col)
-        out = {self.baseline: {"ci": mean_ci(base)}}
+        base = self.by_seed(self.baseline, col)
+        out = {self.baseline: {"ci": mean_ci(base.values())}}
         ps = []
         for v in self.others:
-            vals = self.values(v, col)
-            c = compare(vals, base, higher_is_better=not lower)
-            out[v] = {"ci": mean_ci(vals), "diff": c, "p": welch_p(vals, base)}
+            vals = self.by_seed(v, col)
+            seeds = sorted(vals.keys() & base.keys())
+            if not seeds:
+                raise ValueError(f"variant {v!r} shares no seed with the baseline {self.baseline!r} in {col!r}: "
+                                 f"{sorted(vals)} vs {sorted(base)}")
+            a, b = [vals[s] for s in seeds], [base[s] for s in seeds]
+            out[v] = {"ci": mean_ci(vals.values()), "diff": compare_paired(a, b, higher_is_better=not lower),
+                      "p": paired_p(a, b), "seeds": seeds}
             ps.append(out[v]["p"])
         for v, ph in zip(self.others, holm(ps), strict=True):
             better = out[v]["diff"].diff < 0 if lower else out[v]["diff"].diff > 0
@@ -150,9 +160,10 @@ class Table:
         first = self.results[b][0]
         lines = [f"Budget: {first['tokens']:,} tokens per variant ({first['steps']} steps), {len(self.results[b])} "
                  f"seeds per variant, objective `{preset.objective}`. Cells: mean ±half-width of the 95% t interval "
-                 "over seeds (difference to the baseline, **bold** where Holm-corrected Welch p < 0.05 over the "
-                 "variants of that column). Losses are held-out IMDB LM losses per token; early = at 1/8 of the "
-                 "budget. Downstream = mean score x100 over " + ", ".join(self.tasks) + ".", "",
+                 "over seeds (difference to the baseline over the seeds both ran, **bold** where the Holm-corrected "
+                 "paired-t p < 0.05 over the variants of that column; a seed gives every variant the same batch "
+                 "order, so the test pairs by seed). Losses are held-out IMDB LM losses per token; early = at 1/8 of "
+                 "the budget. Downstream = mean score x100 over " + ", ".join(self.tasks) + ".", "",
                  "**Baseline seed-to-seed spread first** (std over seeds): " + "; ".join(
                      f"{col} {self.stats[col][b]['ci'].std:.4g}" for col in self.columns)
                  + f" (the paper's only reported spread: early loss std {PAPER_EARLY_LOSS_STD}).", ""]
@@ -194,7 +205,7 @@ class Table:
 
 
 def plot_deltas(table: Table, path: Path) -> Path:
-    """Difference to the baseline with its 95% Welch interval per variant: final loss and downstream."""
+    """Difference to the baseline with its 95% paired interval per variant: final loss and downstream."""
     from matplotlib.figure import Figure
 
     cols = ("final loss", "downstream")
