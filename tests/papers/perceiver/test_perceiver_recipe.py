@@ -50,5 +50,5 @@ def test_tiny_run_learns_and_reports(tmp_path, monkeypatch):
 
 
 def test_unknown_preset_is_refused(tmp_path):
-    with pytest.raises(ValueError, match="valid: small, tiny"):
+    with pytest.raises(ValueError, match="valid: small, fsdd-long, tiny"):
         recipe.run(preset="huge", out=tmp_path)
