@@ -232,7 +232,7 @@ def test_table_pairs_by_seed():
 
 @pytest.mark.slow
 @pytest.mark.data("imdb", "wikitext-2-partial", "sst2")
-def test_tiny_recipe_learns_and_writes_its_report(tmp_path):
+def test_tiny_recipe_learns_and_writes_its_report(tmp_path, monkeypatch):
     run_dir = recipe.run("tiny", out=tmp_path / "run", progress=False)
     doc = json.loads((run_dir / "result.json").read_text())
     assert doc["verdict"] in ("reproduced", "not reproduced", "inconclusive")
@@ -245,6 +245,35 @@ def test_tiny_recipe_learns_and_writes_its_report(tmp_path):
     # resuming reads every finished cell back
     again = recipe.run("tiny", out=tmp_path / "run", resume=True, progress=False)
     assert json.loads((again / "result.json").read_text())["measurements"] == doc["measurements"]
+    _check_refinetune(run_dir, monkeypatch)
+
+
+def _check_refinetune(run_dir, monkeypatch):
+    """refinetune: the same protocol again is a no-op; from the final checkpoint it reproduces the scores the run
+    itself got (the checkpoint is the pretrained model); a new protocol replaces them and keeps the old ones; a
+    pretraining change is refused before anything is written."""
+    cell = run_dir / "swiglu" / "seed-1" / "job.json"
+    first = json.loads(cell.read_text())
+    recipe.refinetune(run_dir, progress=False)
+    assert json.loads(cell.read_text()) == first  # already fine-tuned with this protocol: skipped
+    cell.write_text(json.dumps({k: v for k, v in first.items() if k != "finetune"}))  # a cell from before the record
+    recipe.refinetune(run_dir, progress=False)
+    redone = json.loads(cell.read_text())
+    assert redone["task SST-2"] == first["task SST-2"] == redone["finetune_before"]["task SST-2"]
+    tiny = recipe.PRESETS["tiny"]
+    monkeypatch.setitem(recipe.PRESETS, "tiny", dataclasses.replace(
+        tiny, finetune=dataclasses.replace(tiny.finetune, max_steps=12, lr=3e-3)))
+    recipe.refinetune(run_dir, progress=False)
+    new = json.loads(cell.read_text())
+    assert new["finetune"]["max_steps"] == 12 and new["finetune_before"]["finetune"]["max_steps"] == 6
+    assert new["task SST-2"] != first["task SST-2"] and new["final_loss"] == first["final_loss"]
+    assert json.loads((run_dir / "config.json").read_text())["config"]["finetune"]["max_steps"] == 12
+    assert "fine-tuning" in json.loads((run_dir / "result.json").read_text())["details"]
+    monkeypatch.setitem(recipe.PRESETS, "tiny", dataclasses.replace(
+        recipe.PRESETS["tiny"], train=dataclasses.replace(tiny.train, lr=1e-2)))
+    with pytest.raises(ValueError, match="differs in train"):
+        recipe.refinetune(run_dir, progress=False)
+    assert json.loads(cell.read_text()) == new
 
 
 def test_the_default_grid_is_named_without_a_machine_path():
