@@ -123,6 +123,9 @@ def run_bench(name: str, json_path: Path | None = None, command: str | None = No
     if commit:
         bench_path(name, commit=True)  # fail before a long bench, not after
     plan = prec.passes(precision)  # fails on a bad name before a long bench
+    from paperzoo.train.allocator import reuse_freed_memory
+
+    reuse_freed_memory()  # as the Trainer does: freed blocks stay for the next step, on both sides of every row
     fn = _resolve(benches[name])
     rows: list[BenchResult] = []
     first: dict[str, Any] | None = None

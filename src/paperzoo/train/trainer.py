@@ -53,6 +53,7 @@ from torch.nn.parallel import DistributedDataParallel
 from paperzoo.context import hint
 
 from . import distributed, parallel
+from .allocator import reuse_freed_memory
 from .batches import BatchOrder, fetch, to_device
 from .checkpoint import (
     atomic_save,
@@ -194,6 +195,7 @@ class Trainer:
     ):
         if not isinstance(model, nn.Module):
             raise ValueError(f"Trainer: expected model to be an nn.Module, got {type(model).__name__}")
+        reuse_freed_memory()  # every step frees and reallocates its large blocks: keep them (see .allocator)
         if not isinstance(cfg, TrainConfig):
             raise ValueError(f"Trainer: expected cfg to be a TrainConfig, got {type(cfg).__name__}")
         if not (hasattr(train_set, "__len__") and hasattr(train_set, "__getitem__")):
