@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import sys
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
@@ -30,6 +31,7 @@ def reuse_freed_memory(limit: int = DEFAULT_LIMIT) -> bool:
     return bool(libc.mallopt(M_MMAP_THRESHOLD, limit)) and bool(libc.mallopt(M_TRIM_THRESHOLD, limit))
 
 
+@functools.cache  # find_library runs ldconfig: once per process, not once per Trainer
 def _glibc():
     if not sys.platform.startswith("linux"):
         return None

@@ -245,16 +245,22 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: Preset, data
     evals = {r["step"]: r["held_loss"] for r in _events(out / "metrics.jsonl", "eval")}
     early_step = tc.eval_every
     wiki = {s: math.exp(lm_loss(model, w, precision=tc.precision)) for s, w in data.wiki.items()}
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    scores = {t: 100.0 * finetune_task(classifier_fn(cfg, state, p.finetune), data.tok, t, p.finetune, job.seed,
-                                       data.tasks)["score"] for t in p.tasks}
+    scores = finetune_scores(cfg, {k: v.detach().clone() for k, v in model.state_dict().items()}, p, data, job.seed)
     tokens = tc.batch_size * cfg.max_len
     return {"variant": job.variant, "seed": job.seed, "params": model.num_parameters(),
             "flops_per_token": flops / tokens, "steps": fit["step"], "tokens": fit["step"] * tokens,
             "steps_per_s": fit["steps_per_s"], "early_loss": evals.get(early_step), "final_loss": evals[fit["step"]],
             "train_loss": fit["loss"], "wiki_valid_ppl": wiki["valid"], "wiki_test_ppl": wiki["test"],
-            **{f"task {t}": s for t, s in scores.items()}, "downstream": sum(scores.values()) / len(scores),
-            "finetune": to_jsonable(p.finetune), "resumed_from": fit["resumed_from"], "precision": fit["precision"]}
+            **scores, "finetune": to_jsonable(p.finetune), "resumed_from": fit["resumed_from"],
+            "precision": fit["precision"]}
+
+
+def finetune_scores(cfg: ModsConfig, state: dict, p: Preset, data: Data, seed: int, progress: bool = False) -> dict:
+    """``{"task T": score x100 for each of the preset's tasks, "downstream": their mean}`` of the pretrained body
+    ``state``, fine-tuned with seed ``seed``."""
+    scores = {f"task {t}": 100.0 * finetune_task(classifier_fn(cfg, state, p.finetune), data.tok, t, p.finetune, seed,
+                                                 data.tasks, progress=progress)["score"] for t in p.tasks}
+    return {**scores, "downstream": sum(scores.values()) / len(scores)}
 
 
 # ----------------------------------------------------------------------------------------------------- the recipe
@@ -338,14 +344,11 @@ def _refinetune_cell(folder: Path, cfg: ModsConfig, p: Preset, data: Data, run_f
     if job.get("finetune") == want and all(f"task {t}" in job for t in p.tasks):
         return
     ckpt = checkpoint_file(checkpoint_path(folder, job["steps"]), "the final pretraining")
-    state = load_checkpoint(ckpt)["model"]
-    scores = {t: 100.0 * finetune_task(classifier_fn(cfg, state, p.finetune), data.tok, t, p.finetune, job["seed"],
-                                       data.tasks, progress=progress)["score"] for t in p.tasks}
+    scores = finetune_scores(cfg, load_checkpoint(ckpt)["model"], p, data, job["seed"], progress)
     before = {"finetune": job.pop("finetune", run_finetune), "downstream": job.pop("downstream")}
     before |= {k: job.pop(k) for k in list(job) if k.startswith("task ")}
     job.setdefault("finetune_before", before)  # the first protocol's scores stay
-    job |= {**{f"task {t}": v for t, v in scores.items()}, "downstream": sum(scores.values()) / len(scores),
-            "finetune": want}
+    job |= {**scores, "finetune": want}
     write_text_atomic(path, dumps(job))
 
 
