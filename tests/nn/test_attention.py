@@ -185,3 +185,79 @@ def test_bad_inputs_raise_value_error():
         MultiHeadAttention(16, 2, kv_dim=8)(torch.randn(2, 3, 16))
     with pytest.raises(ValueError, match="context"):
         MultiHeadAttention(16, 2, kv_dim=8)(torch.randn(2, 3, 16), torch.randn(2, 3, 9))
+
+
+# --------------------------------------------------------------------- sdpa: the short-block path on CPU in bf16
+def _qkv(b=2, h=3, lq=7, lk=5, d=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, h, n, d, generator=g) for n in (lq, lk, lk)]
+
+
+def _masks(lq, lk):
+    g = torch.Generator().manual_seed(1)
+    pad = torch.zeros(2, 1, 1, lk).masked_fill(torch.tensor([[False] * (lk - 2) + [True] * 2, [True] * lk])
+                                               [:, None, None], float("-inf"))  # batch 1: every key padded
+    return {"none": None, "float bias": torch.randn(3, lq, lk, generator=g), "padding": pad,
+            "bool keep": torch.rand(2, 1, lq, lk, generator=g) > 0.3, "causal": "causal"}
+
+
+@pytest.mark.parametrize("kind", ["none", "float bias", "padding", "bool keep", "causal"])
+def test_sdpa_short_blocks_in_bf16_match_fp32_sdpa(kind, monkeypatch):
+    """The unfused bf16 path computes scaled_dot_product_attention's function: outputs and the gradients of q, k, v
+    and of a float mask match fp32 SDPA within bf16 rounding; rows that see no key give zeros and zero grads."""
+    from paperzoo.nn import attention
+
+    calls = []
+    real = attention._short_block_attention
+    monkeypatch.setattr(attention, "_short_block_attention", lambda *a: calls.append(1) or real(*a))
+    lq, lk = 7, 5
+    mask = _masks(lq, lk)[kind]
+    causal = mask == "causal" if isinstance(mask, str) else False
+    mask = None if causal else mask
+    outs, grads = {}, {}
+    for dt in (torch.float32, torch.bfloat16):
+        q, k, v = (t.to(dt).requires_grad_() for t in _qkv(lq=lq, lk=lk))
+        m = mask.to(dt).clone().requires_grad_() if mask is not None and mask.is_floating_point() else mask
+        o = attention.sdpa(q, k, v, attn_mask=m, is_causal=causal)
+        (o.float() * torch.linspace(-1, 1, o.shape[-1])).sum().backward()
+        outs[dt] = o.float()
+        grads[dt] = [t.grad.float() for t in (q, k, v) + ((m,) if m is not None and m.requires_grad else ())]
+    assert len(calls) == 1  # bf16 took the unfused path, fp32 did not
+    assert torch.isfinite(outs[torch.bfloat16]).all()
+    torch.testing.assert_close(outs[torch.bfloat16], outs[torch.float32], atol=3e-2, rtol=3e-2)
+    for g16, g32 in zip(grads[torch.bfloat16], grads[torch.float32], strict=True):
+        assert torch.isfinite(g16).all()
+        torch.testing.assert_close(g16, g32, atol=5e-2, rtol=5e-2)
+    if kind == "padding":  # batch 1 sees no key: zeros, and nothing flows back to its q, k, v
+        assert outs[torch.bfloat16][1].abs().max() == 0
+        assert all(g[1].abs().max() == 0 for g in grads[torch.bfloat16][:3])
+
+
+def test_sdpa_short_block_path_only_where_it_is_faster(monkeypatch):
+    """CPU + bf16 + at most UNFUSED_MAX_SCORES scores per head: unfused; fp32, longer blocks, compiled: SDPA."""
+    from paperzoo.nn import attention
+
+    calls = []
+    real = attention._short_block_attention
+    monkeypatch.setattr(attention, "_short_block_attention", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(attention, "UNFUSED_MAX_SCORES", 64)
+    for lq, lk, dt, expect in ((8, 8, torch.bfloat16, 1), (8, 9, torch.bfloat16, 0), (8, 8, torch.float32, 0)):
+        calls.clear()
+        q, k, v = (t.to(dt) for t in _qkv(lq=lq, lk=lk))
+        attention.sdpa(q, k, v)
+        assert len(calls) == expect, (lq, lk, dt)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    calls.clear()
+    attention.sdpa(*(t.bfloat16() for t in _qkv(lq=8, lk=8)))
+    assert not calls
+
+
+def test_sdpa_short_blocks_drop_out_and_refuse_mask_with_causal():
+    from paperzoo.nn.attention import sdpa
+
+    q, k, v = (t.bfloat16() for t in _qkv(lq=6, lk=6))
+    torch.manual_seed(0)
+    a, b = sdpa(q, k, v, dropout_p=0.5), sdpa(q, k, v, dropout_p=0.5)
+    assert not torch.equal(a, b) and torch.equal(sdpa(q, k, v), sdpa(q, k, v))
+    with pytest.raises(ValueError, match="not both"):
+        sdpa(q, k, v, attn_mask=torch.zeros(6, 6, dtype=torch.bfloat16), is_causal=True)

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
+from paperzoo.nn.attention import sdpa
 from paperzoo.nn.embedding import check_token_ids
 from paperzoo.nn.outputs import BaseModelOutput, ClassifierOutput
 
@@ -281,8 +282,8 @@ class FunnelRelMultiheadAttention(nn.Module):
         k = rearrange(self.k_head(kv), "b j (n h) -> b n j h", n=n)  # (B, N, J, H)
         v = rearrange(self.v_head(kv), "b j (n h) -> b n j h", n=n)
         mask = self.bias(q, inputs)  # positional + token-type terms + padding, (B, N, I, J)
-        out = F.scaled_dot_product_attention(rearrange(q + self.r_w_bias, "b i n h -> b n i h"), k, v, attn_mask=mask,
-                                             dropout_p=self.config.attn_dropout if self.training else 0.0)
+        out = sdpa(rearrange(q + self.r_w_bias, "b i n h -> b n i h"), k, v, attn_mask=mask,
+                   dropout_p=self.config.attn_dropout if self.training else 0.0)
         out = self.dropout(self.post_proj(rearrange(out, "b n i h -> b i (n h)")))
         return self.layer_norm(query + out)  # post-norm residual on the (pooled) query
 

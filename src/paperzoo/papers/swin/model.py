@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from paperzoo.nn.attention import sdpa
 from paperzoo.nn.ffn import FeedForward
 from paperzoo.nn.outputs import BaseModelOutput, ClassifierOutput
 from paperzoo.nn.transformer import DropPath
@@ -214,8 +215,7 @@ class WindowAttention(nn.Module):
             attn_mask = bias[None]
         else:  # one mask per window, repeated over the batch, plus the bias, in one op: (B*nW, heads, N, N)
             attn_mask = torch.add(mask[None, :, None].expand(b, -1, -1, -1, -1), bias).view(b * nw, -1, n, n)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                           dropout_p=self.attn_drop if self.training else 0.0)
+        o = sdpa(q, k, v, attn_mask=attn_mask, dropout_p=self.attn_drop if self.training else 0.0)
         return self.proj(rearrange(o, "(b w) h n d -> b w n (h d)", b=b))
 
 
