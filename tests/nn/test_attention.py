@@ -234,28 +234,33 @@ def test_sdpa_short_blocks_in_bf16_match_fp32_sdpa(kind, monkeypatch):
 
 
 def test_sdpa_short_block_path_only_where_it_is_faster(monkeypatch):
-    """CPU + bf16 + at most UNFUSED_MAX_SCORES scores per head: unfused; fp32, longer blocks, compiled: SDPA."""
+    """CPU + bf16 + gradients + at most UNFUSED_MAX_SCORES scores per head: unfused; fp32, longer blocks,
+    inference, compiled: SDPA."""
     from paperzoo.nn import attention
 
     calls = []
     real = attention._short_block_attention
     monkeypatch.setattr(attention, "_short_block_attention", lambda *a: calls.append(1) or real(*a))
     monkeypatch.setattr(attention, "UNFUSED_MAX_SCORES", 64)
-    for lq, lk, dt, expect in ((8, 8, torch.bfloat16, 1), (8, 9, torch.bfloat16, 0), (8, 8, torch.float32, 0)):
+    for lq, lk, dt, grad, expect in ((8, 8, torch.bfloat16, True, 1), (8, 9, torch.bfloat16, True, 0),
+                                     (8, 8, torch.float32, True, 0), (8, 8, torch.bfloat16, False, 0)):
         calls.clear()
-        q, k, v = (t.to(dt) for t in _qkv(lq=lq, lk=lk))
+        q, k, v = (t.to(dt).requires_grad_(grad) for t in _qkv(lq=lq, lk=lk))
         attention.sdpa(q, k, v)
-        assert len(calls) == expect, (lq, lk, dt)
-    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+        assert len(calls) == expect, (lq, lk, dt, grad)
+    q, k, v = (t.bfloat16().requires_grad_() for t in _qkv(lq=8, lk=8))
     calls.clear()
-    attention.sdpa(*(t.bfloat16() for t in _qkv(lq=8, lk=8)))
+    with torch.no_grad():  # inference: the fused forward is not the slow part
+        attention.sdpa(q, k, v)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    attention.sdpa(q, k, v)
     assert not calls
 
 
 def test_sdpa_short_blocks_drop_out_and_refuse_mask_with_causal():
     from paperzoo.nn.attention import sdpa
 
-    q, k, v = (t.bfloat16() for t in _qkv(lq=6, lk=6))
+    q, k, v = (t.bfloat16().requires_grad_() for t in _qkv(lq=6, lk=6))
     torch.manual_seed(0)
     a, b = sdpa(q, k, v, dropout_p=0.5), sdpa(q, k, v, dropout_p=0.5)
     assert not torch.equal(a, b) and torch.equal(sdpa(q, k, v), sdpa(q, k, v))
