@@ -50,3 +50,17 @@ def test_count_flops_under_autograd_grad_on_a_leaf():
     lin = torch.nn.Linear(16, 4)
     x = torch.randn(8, 16, requires_grad=True)
     assert count_flops(lambda: torch.autograd.grad(lin(x).sum(), x)) == 2 * (2 * 8 * 16 * 4)
+
+
+@pytest.mark.parametrize("groups", [1, 4, 16])
+def test_count_flops_of_a_grouped_convolution_backward(groups):
+    """fwd+bwd of a 3 x 3 convolution with ``groups``: forward 2 B H W C_out (C_in / groups) 9, and the input and the
+    weight gradient the same each (torch's registry counts the weight gradient ``groups`` times too many)."""
+    from paperzoo.measure import count_flops
+
+    b, c, hw = 2, 16, 8
+    conv = torch.nn.Conv2d(c, c, 3, padding=1, groups=groups, bias=False)
+    x = torch.randn(b, c, hw, hw, requires_grad=True)
+    fwd = 2 * b * hw * hw * c * (c // groups) * 9
+    assert count_flops(lambda: conv(x)) == fwd
+    assert count_flops(lambda: conv(x).sum().backward()) == 3 * fwd

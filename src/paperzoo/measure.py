@@ -28,15 +28,17 @@ def count_flops(fn: Callable[[], Any]) -> int:
     Counted by :class:`torch.utils.flop_counter.FlopCounterMode`: a ``(m, k) @ (k, n)`` matmul is ``2*m*n*k``;
     ops without a registered formula (elementwise, norms, softmax) count zero. ``scaled_dot_product_attention``
     counts its two matmuls (and their backward) on every backend, the CPU's fused kernel included, which torch's
-    registry misses (it counts that kernel as zero). Only the total is kept, so modules are not tracked: torch's
-    module tracker breaks ``torch.autograd.grad`` on leaf inputs (pytorch/pytorch#131753; e.g. Captum's integrated
-    gradients).
+    registry misses (it counts that kernel as zero). A grouped convolution's weight gradient counts ``1/groups`` of
+    torch's figure, which treats it as ungrouped (a depthwise 3 x 3 layer's backward counted ``channels`` times
+    too many: 93 GFLOP instead of the forward's ~2x for a MobileNetV2 step). Only the total is kept, so modules are
+    not tracked: torch's module tracker breaks ``torch.autograd.grad`` on leaf inputs (pytorch/pytorch#131753; e.g.
+    Captum's integrated gradients).
     """
     from torch.utils.flop_counter import FlopCounterMode
 
     if not callable(fn):
         raise ValueError(f"count_flops expects a zero-argument callable, got {type(fn).__name__}")
-    mode = FlopCounterMode(display=False, custom_mapping=_cpu_sdpa_formulas())
+    mode = FlopCounterMode(display=False, custom_mapping={**_cpu_sdpa_formulas(), **_conv_formulas()})
     mode.mod_tracker = _GlobalOnly()  # every count goes to "Global", no module hooks
     with mode:
         fn()
@@ -68,6 +70,24 @@ def _cpu_sdpa_formulas() -> dict:
     if bwd is not None:
         formulas[bwd] = lambda g, q, k, v, *args, out_shape=None, **kw: sdpa_backward_flop_count(g, q, k, v)
     return formulas
+
+
+def _conv_formulas() -> dict:
+    """convolution_backward with the weight gradient's count divided by ``groups``: torch's formula computes it as
+    one convolution of the (channel-transposed) input with the output gradient over all channel pairs, ignoring
+    groups; the input gradient's count already uses the per-group weight shape."""
+    from torch.utils.flop_counter import conv_backward_flop
+
+    raw = getattr(conv_backward_flop, "__wrapped__", conv_backward_flop)  # takes shapes, as ``backward`` gets them
+
+    def backward(grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups, output_mask,
+                 out_shape=None, **kw):
+        args = (grad_out, x, w, bias, stride, padding, dilation, transposed, output_padding, groups)
+        grad_input = raw(*args, [output_mask[0], False, False], out_shape=out_shape)
+        grad_weight = raw(*args, [False, output_mask[1], False], out_shape=out_shape)
+        return grad_input + grad_weight // groups
+
+    return {torch.ops.aten.convolution_backward: backward}
 
 
 def _sync(device: torch.device) -> None:

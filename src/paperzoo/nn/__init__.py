@@ -1,6 +1,6 @@
 """The shared core: small, general building blocks that depend only on torch (see README.md beside this file)."""
 
-from .attention import MultiHeadAttention, as_keep_mask, merge_masks
+from .attention import MultiHeadAttention, as_keep_mask, merge_masks, sdpa
 from .embedding import TokenEmbeddings, check_token_ids
 from .ffn import ACTIVATIONS, GLU_VARIANTS, FeedForward, ffn_flops, make_activation
 from .norm import NORMS, LayerNorm, ReZero, RMSNorm, ScaleNorm, make_norm
@@ -40,5 +40,5 @@ __all__ = [
     "TextEncoderConfig", "TokenEmbeddings", "TransformerBlock", "TransformerConfig", "TransformerEncoder",
     "alibi_slopes", "as_keep_mask", "check_token_ids", "ffn_flops", "fourier_features", "fourier_position_grid",
     "fixup_init_", "frequency_encoding", "frequency_encoding_dim", "make_activation", "make_norm", "merge_masks",
-    "rotary_permutation", "sinusoidal_table",
+    "rotary_permutation", "sdpa", "sinusoidal_table",
 ]
