@@ -208,8 +208,8 @@ def test_sdpa_short_blocks_in_bf16_match_fp32_sdpa(kind, monkeypatch):
     from paperzoo.nn import attention
 
     calls = []
-    real = attention._short_block_attention
-    monkeypatch.setattr(attention, "_short_block_attention", lambda *a: calls.append(1) or real(*a))
+    real = attention._explicit_attention
+    monkeypatch.setattr(attention, "_explicit_attention", lambda *a: calls.append(1) or real(*a))
     lq, lk = 7, 5
     mask = _masks(lq, lk)[kind]
     causal = mask == "causal" if isinstance(mask, str) else False
@@ -239,8 +239,8 @@ def test_sdpa_short_block_path_only_where_it_is_faster(monkeypatch):
     from paperzoo.nn import attention
 
     calls = []
-    real = attention._short_block_attention
-    monkeypatch.setattr(attention, "_short_block_attention", lambda *a: calls.append(1) or real(*a))
+    real = attention._explicit_attention
+    monkeypatch.setattr(attention, "_explicit_attention", lambda *a: calls.append(1) or real(*a))
     monkeypatch.setattr(attention, "UNFUSED_MAX_SCORES", 64)
     for lq, lk, dt, grad, expect in ((8, 8, torch.bfloat16, True, 1), (8, 9, torch.bfloat16, True, 0),
                                      (8, 8, torch.float32, True, 0), (8, 8, torch.bfloat16, False, 0)):

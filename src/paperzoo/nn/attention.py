@@ -19,8 +19,8 @@ safe softmax (torch >= 2.5) maps fully ``-inf`` rows to 0, and the explicit path
 ``return_attention=True`` does the same (tested in tests/nn/test_attention.py).
 
 Every paperzoo model attends through :func:`sdpa` (this module's :class:`MultiHeadAttention`, Funnel's relative
-attention, Swin's window attention): ``scaled_dot_product_attention`` with the backend chosen by shape where the
-default is measurably slow, see its docstring.
+attention, Swin's window attention): ``scaled_dot_product_attention``, except where its CPU kernel is measurably
+slow (short blocks in bf16 with gradients), see its docstring.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from torch import nn
 
 __all__ = ["MultiHeadAttention", "as_keep_mask", "merge_masks", "sdpa"]
 
-# per-head score blocks (q_len * k_len) up to this size use SDPA's unfused kernel on CPU in bf16 (see sdpa)
+# per-head score blocks (q_len * k_len) up to this size are computed unfused on CPU in bf16 when training (see sdpa)
 UNFUSED_MAX_SCORES = 2**17
 
 
@@ -58,7 +58,7 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Ten
     if (q.dtype == torch.bfloat16 and q.device.type == "cpu" and not torch.compiler.is_compiling()
             and q.shape[-2] * k.shape[-2] <= UNFUSED_MAX_SCORES and torch.is_grad_enabled()
             and (q.requires_grad or k.requires_grad or v.requires_grad)):
-        return _short_block_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
+        return _explicit_attention(q, k, v, attn_mask, is_causal, scale, dropout_p)[0]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                                           scale=scale)
 
@@ -213,24 +213,9 @@ class MultiHeadAttention(nn.Module):
 
 
 def _explicit_attention(q, k, v, mask, is_causal, scale, p):
-    """softmax(Q K^T * scale + mask) V with the probabilities returned; fully masked rows give zeros."""
-    scores = torch.einsum("bhid,bhjd->bhij", q, k) * scale
-    if is_causal:
-        causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-        mask = torch.zeros(causal.shape, dtype=q.dtype, device=q.device).masked_fill(~causal, float("-inf"))
-    if mask is not None:
-        scores = scores + mask
-        empty = scores.amax(dim=-1, keepdim=True) == float("-inf")  # rows with no visible key
-        scores = scores.masked_fill(empty, 0.0)
-    attn = scores.softmax(dim=-1)
-    if mask is not None:
-        attn = attn.masked_fill(empty, 0.0)
-    return torch.einsum("bhij,bhjd->bhid", F.dropout(attn, p), v), attn
-
-
-def _short_block_attention(q, k, v, mask, p, is_causal, scale):
-    """softmax(Q K^T * scale + mask) V in q's dtype, outside autocast; a row with no visible key gives zeros (and
-    zero gradients: its mask row is zeroed before the softmax, found on the mask's own broadcast shape)."""
+    """(softmax(Q K^T * scale + mask) V, the probabilities before dropout), in q's dtype, outside autocast: the
+    short-block path of :func:`sdpa` and ``return_attention=True``. A row with no visible key gives zeros and zero
+    gradients: its mask row is zeroed before the softmax, found on the mask's own broadcast shape."""
     if is_causal and mask is not None:
         raise ValueError("sdpa: pass attn_mask or is_causal=True, not both (as scaled_dot_product_attention)")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
@@ -253,6 +238,4 @@ def _short_block_attention(q, k, v, mask, p, is_causal, scale):
         attn = scores.softmax(-1)
         if empty is not None:
             attn = attn.masked_fill(empty, 0.0)
-        if p > 0.0:
-            attn = F.dropout(attn, p)
-        return torch.matmul(attn, v)
+        return torch.matmul(F.dropout(attn, p) if p > 0.0 else attn, v), attn
