@@ -117,6 +117,29 @@ def test_verdict_of_a_damaged_committed_report_names_it_and_the_remedy(tmp_path)
     assert registry.verdict_label(registry.get("switch"), tmp_path / "none") == "-"
 
 
+def _report(folder, verdict, preset):
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps({"verdict": verdict}))
+    (folder / "config.json").write_text(json.dumps({"config": {"preset": preset}}))
+
+
+def test_a_report_of_another_budget_sits_in_a_preset_folder_beside_the_main_one(tmp_path):
+    """A longer run's report (``<recipe>/<preset>/``) is listed beside the recipe's main report, each labelled by
+    its budget; one filed under another preset's name is refused with the folder it belongs in."""
+    p = registry.get("perceiver")
+    _report(tmp_path / "perceiver", "not reproduced", "small")
+    _report(tmp_path / "perceiver" / "fsdd-long", "reproduced", "fsdd-long")
+    found = registry.verdicts(p, tmp_path)
+    assert sorted(found) == ["perceiver", "perceiver/fsdd-long"]
+    assert {k: (v.recipe, v.verdict, v.preset) for k, v in found.items()} == {
+        "perceiver": ("perceiver", "not reproduced", "small"),
+        "perceiver/fsdd-long": ("perceiver", "reproduced", "fsdd-long")}
+    assert registry.verdict_label(p, tmp_path) == "not reproduced (small); reproduced (fsdd-long)"
+    _report(tmp_path / "perceiver" / "long", "reproduced", "fsdd-long")
+    with pytest.raises(ValueError, match=r"preset 'fsdd-long'.*perceiver/fsdd-long"):
+        registry.verdicts(p, tmp_path)
+
+
 def test_cli_list_and_show_give_the_verdict_beside_the_status():
     listed = runner.invoke(app, ["list"], env={"COLUMNS": "200"})
     assert listed.exit_code == 0 and "verdict" in listed.output

@@ -120,9 +120,11 @@ def show(name: str = typer.Argument(..., help="Paper name (see `paperzoo list`).
     for r in sorted(p.recipes):
         console.print(f"recipe: paperzoo reproduce {r}  (--preset {' | '.join(registry.recipe_presets(r))}; "
                       f"default small)")
-        v = found.get(r)
-        console.print(f"  verdict: {v.label()}, report {v.report / 'report.md'}" if v else
-                      "  verdict: - (no committed report)")
+        mine = [v for v in found.values() if v.recipe == r]
+        for v in mine:
+            console.print(f"  verdict: {v.label()}, report {v.report / 'report.md'}")
+        if not mine:
+            console.print("  verdict: - (no committed report)")
     for b in sorted(p.benches):
         console.print(f"bench: paperzoo bench {b}")
     for c in p.claims:

@@ -76,33 +76,41 @@ class CommittedVerdict:
 
 
 def verdicts(paper: Paper, reports: Path | None = None) -> dict[str, CommittedVerdict]:
-    """The committed verdict of each of ``paper``'s recipes that has a report under ``reports`` (default
-    :data:`REPORTS`), by recipe name."""
+    """The committed verdicts of ``paper``'s recipes under ``reports`` (default :data:`REPORTS`): the recipe's main
+    report ``<recipe>/`` keyed by the recipe's name, and each report of another budget ``<recipe>/<preset>/`` (e.g.
+    ``perceiver/fsdd-long``) keyed by that path."""
     root = REPORTS if reports is None else reports
     out = {}
     for recipe in sorted(paper.recipes):
-        result, config = root / recipe / "result.json", root / recipe / "config.json"
-        if not result.is_file():
-            continue
-        try:
-            verdict = json.loads(result.read_text())["verdict"]
-            preset = json.loads(config.read_text())["config"]["preset"] if config.is_file() else "?"
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"committed report {result.parent} is damaged ({type(e).__name__}: {e}); "
-                             f"re-render it from its run with `paperzoo reproduce {recipe} --out RUN --resume`") from e
-        out[recipe] = CommittedVerdict(recipe, verdict, preset, result.parent)
+        folder = root / recipe
+        for result in [folder / "result.json", *sorted(folder.glob("*/result.json"))]:
+            if not result.is_file():
+                continue
+            key, config = result.parent.relative_to(root).as_posix(), result.parent / "config.json"
+            try:
+                verdict = json.loads(result.read_text())["verdict"]
+                preset = json.loads(config.read_text())["config"]["preset"] if config.is_file() else "?"
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise ValueError(f"committed report {result.parent} is damaged ({type(e).__name__}: {e}); re-render "
+                                 f"it from its run with `paperzoo reproduce {recipe} --out RUN --resume`") from e
+            if key != recipe and preset != result.parent.name:
+                raise ValueError(f"committed report {result.parent} is of preset {preset!r}; a recipe's report of "
+                                 f"another budget lives in {folder}/<preset>/: move it to {folder / preset}")
+            out[key] = CommittedVerdict(recipe, verdict, preset, result.parent)
     return out
 
 
+def verdict_labels(paper: Paper, reports: Path | None = None) -> dict[str, str]:
+    """Report key (as :func:`verdicts`) -> its short label: ``not reproduced (small)``, prefixed with the recipe's
+    name (``electra-ablations: ...``) when the paper has more than one recipe."""
+    several = len(paper.recipes) > 1
+    return {k: f"{v.recipe}: {v.label()}" if several else v.label() for k, v in verdicts(paper, reports).items()}
+
+
 def verdict_label(paper: Paper, reports: Path | None = None) -> str:
-    """One short line: ``not reproduced (small)``; with several recipes ``electra: ...; electra-ablations: ...``;
-    ``-`` for a paper without a committed report."""
-    found = verdicts(paper, reports)
-    if not found:
-        return "-"
-    if len(found) == 1 and len(paper.recipes) == 1:
-        return next(iter(found.values())).label()
-    return "; ".join(f"{r}: {v.label()}" for r, v in found.items())
+    """One short line of every committed verdict (``not reproduced (small); reproduced (fsdd-long)``; with several
+    recipes ``electra: ...; electra-ablations: ...``); ``-`` for a paper without a committed report."""
+    return "; ".join(verdict_labels(paper, reports).values()) or "-"
 
 
 _PAPERS: dict[str, Paper] = {}
@@ -189,9 +197,7 @@ def markdown_table() -> str:
             "|---|---|---|---|---|---|---|"]
     for p in papers():
         recipes = ", ".join(f"`paperzoo reproduce {r}`" for r in sorted(p.recipes)) or "-"
-        found = verdicts(p)
-        verdict = "; ".join(f"[{v.label() if len(found) == 1 else r + ': ' + v.label()}](docs/reports/{r}/report.md)"
-                            for r, v in found.items()) or "-"
+        verdict = "; ".join(f"[{label}](docs/reports/{r}/report.md)" for r, label in verdict_labels(p).items()) or "-"
         rows.append(f"| {p.name} | {p.title} | [{p.arxiv}](https://arxiv.org/abs/{p.arxiv}) | {p.year} "
                     f"| {p.status} | {verdict} | {recipes} |")
     return "\n".join(rows)
