@@ -1,12 +1,13 @@
 """``paperzoo reproduce electra-context``: candidates are validated, the slow generator's rate reaches the optimizer,
 and the tiny search runs end to end with a curve per candidate."""
 
+import dataclasses
 import json
 
 import pytest
 import torch
 
-from paperzoo.papers.electra import context
+from paperzoo.papers.electra import context, recipe
 from paperzoo.papers.electra.context import Candidate, configure, generator_groups
 from paperzoo.papers.electra.recipe import build_pretrainer
 from paperzoo.train import TrainConfig
@@ -39,6 +40,20 @@ def test_every_small_candidate_changes_one_thing_from_its_reference():
     for name in ("learned-fast", "t5-fast"):  # the positions only
         got = configure(p, cands[name])
         assert [f for f in ref[0].__dataclass_fields__ if getattr(ref[0], f) != getattr(got[0], f)] == ["position"]
+
+
+def test_the_recipes_context_presets_are_the_searched_candidate():
+    """``electra`` / ``electra-ablations`` preset ``context``: the candidate the search chose, on the recipes' small
+    model, with the search's vocabulary; only the rate and the candidate's model fields differ from ``small``."""
+    cand = {c.name: c for c in context.PRESETS["small"].candidates}[recipe.CONTEXT_CANDIDATE]
+    assert cand.model == recipe.CONTEXT_MODEL and cand.train == {"lr": recipe.CONTEXT_LR}
+    assert cand.generator_lr == 1.0 and cand.objective == {}
+    searched = configure(context.PRESETS["small"], cand)[0]
+    for presets in (recipe.PRESETS, recipe.ABLATIONS_PRESETS):
+        p, small = presets["context"], presets["small"]
+        assert p.model == searched and p.vocab_size == context.PRESETS["small"].vocab_size
+        assert p.train.lr == recipe.CONTEXT_LR and p.objective == small.objective and p.tasks == small.tasks
+        assert p.model == dataclasses.replace(small.model, **recipe.CONTEXT_MODEL)
 
 
 def test_the_slow_generator_gets_its_rate_and_the_shared_tables_keep_theirs():

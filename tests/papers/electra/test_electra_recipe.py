@@ -46,6 +46,23 @@ def test_tiny_reproduction_learns(tmp_path):
         assert len(cos) == 2 and all(-1.0 <= c <= 1.0 for c in cos)
 
 
+@pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
+def test_the_context_configuration_pretrains_and_fine_tunes_both_models(tmp_path, monkeypatch):
+    """The ``context`` presets' model fields (RoPE, no token-type row, no dropout) at the tiny size: ELECTRA and
+    the MLM baseline pretrain, and their encoders, with no position or token-type table, fine-tune."""
+    tiny = dataclasses.replace(recipe.TINY, model=dataclasses.replace(recipe.TINY.model, **recipe.CONTEXT_MODEL))
+    monkeypatch.setitem(recipe.PRESETS, "tiny", tiny)
+    run_dir = recipe.run("tiny", seeds=1, out=tmp_path / "run", progress=False)
+    for mode in ("electra", "mlm"):
+        res = json.loads((run_dir / mode / "seed-0" / "job.json").read_text())
+        assert res["after"]["eval_mlm_loss"] < res["before"]["eval_mlm_loss"]
+        assert all(math.isfinite(res[t]) for t in (*recipe.TASKS, "mini-GLUE"))
+        from safetensors.torch import load_file
+
+        names = load_file(str(run_dir / mode / "seed-0" / "encoder.safetensors"))
+        assert not [k for k in names if "position" in k or "type" in k], sorted(names)
+
+
 @pytest.mark.data("imdb")
 def test_discriminator_beats_the_all_original_baseline_on_text_it_has_seen(tmp_path):
     """Replaced-token detection is learnable: on 32 real IMDB windows seen in training (fresh masks and samples at
@@ -90,7 +107,7 @@ def test_presets_name_the_committed_reports():
 
     reports = pathlib.Path(__file__).parents[3] / "docs" / "reports"
     for presets, folder in ((recipe.PRESETS, "electra"), (recipe.ABLATIONS_PRESETS, "electra-ablations")):
-        assert set(presets) == {"tiny", "small"}
+        assert set(presets) == {"tiny", "small", "context"}
         committed = json.loads((reports / folder / "config.json").read_text())["config"]
         p = presets["small"]
         finetune = {"precision": "fp32", **committed["finetune"]}  # recorded before FinetuneConfig.precision (fp32)
