@@ -13,7 +13,15 @@ from sqlalchemy import select
 
 from paperzoo.hub.ingest import arxiv, mentions, read_source
 from paperzoo.hub.ingest.registry import ingest_registry
-from paperzoo.hub.models import Mention, MentionSnapshot, Paper, PaperAuthor, PaperVersion, PaperzooLink
+from paperzoo.hub.models import (
+    Mention,
+    MentionSnapshot,
+    Paper,
+    PaperAuthor,
+    PaperVersion,
+    PaperzooLink,
+    PaperzooReport,
+)
 
 HERE = Path(__file__).parent / "recorded"
 REPO = Path(__file__).parents[2]
@@ -23,7 +31,7 @@ def dump(factory) -> dict:
     """Every row of the ingested tables, for comparing states."""
     out = {}
     with factory() as s:
-        for model in (Paper, PaperAuthor, PaperVersion, Mention, MentionSnapshot, PaperzooLink):
+        for model in (Paper, PaperAuthor, PaperVersion, Mention, MentionSnapshot, PaperzooLink, PaperzooReport):
             rows = s.scalars(select(model)).all()
             out[model.__tablename__] = sorted(
                 tuple(str(getattr(r, c.key)) for c in model.__table__.columns) for r in rows)
@@ -221,6 +229,56 @@ def test_registry_links_every_paper_with_its_committed_verdict(factory, backend)
     state = dump(factory)
     again = ingest_registry(factory, REPO)
     assert again.unchanged == len(names) and dump(factory) == state
+
+
+def test_every_committed_report_of_a_paper_gets_a_row_with_its_verdict(factory, backend):
+    """Main reports and reports of other budgets (``perceiver/fsdd-long``), as the registry lists them."""
+    from paperzoo import registry
+
+    ingest_registry(factory, REPO)
+    with factory() as s:
+        rows = {r.path: r for r in s.scalars(select(PaperzooReport)).all()}
+        for p in registry.papers():
+            want = registry.verdicts(p, REPO / "docs" / "reports")
+            labels = registry.verdict_labels(p, REPO / "docs" / "reports")
+            mine = {k: r for k, r in rows.items() if r.link_name == p.name}
+            assert set(mine) == set(want), p.name
+            for k, v in want.items():
+                assert (mine[k].recipe, mine[k].preset, mine[k].verdict, mine[k].label) == (
+                    v.recipe, v.preset, v.verdict, labels[k])
+    assert "perceiver/fsdd-long" in rows and rows["perceiver/fsdd-long"].preset == "fsdd-long"
+
+
+def test_report_rows_follow_the_committed_folders_and_a_damaged_one_is_named(factory, tmp_path):
+    import shutil
+
+    from paperzoo import registry
+
+    reports = tmp_path / "docs" / "reports"
+    shutil.copytree(REPO / "docs" / "reports" / "perceiver", reports / "perceiver")
+    perceiver = [registry.get("perceiver")]
+    assert ingest_registry(factory, tmp_path, perceiver).added == 1
+
+    def paths():
+        with factory() as s:
+            return sorted(r.path for r in s.scalars(select(PaperzooReport)).all())
+
+    assert paths() == ["perceiver", "perceiver/fsdd-long"]
+    shutil.copytree(reports / "perceiver" / "fsdd-long", reports / "perceiver" / "fsdd-longer")
+    cfg = reports / "perceiver" / "fsdd-longer" / "config.json"
+    d = json.loads(cfg.read_text())
+    d["config"]["preset"] = "fsdd-longer"
+    cfg.write_text(json.dumps(d))
+    assert ingest_registry(factory, tmp_path, perceiver).updated == 1
+    assert paths() == ["perceiver", "perceiver/fsdd-long", "perceiver/fsdd-longer"]
+    shutil.rmtree(reports / "perceiver" / "fsdd-long")
+    assert ingest_registry(factory, tmp_path, perceiver).updated == 1
+    assert paths() == ["perceiver", "perceiver/fsdd-longer"]
+    assert ingest_registry(factory, tmp_path, perceiver).unchanged == 1
+    (reports / "perceiver" / "fsdd-longer" / "result.json").write_text("{not json")
+    rep = ingest_registry(factory, tmp_path, perceiver)  # named, and the last good rows are kept
+    assert rep.malformed == 1 and "fsdd-longer is damaged" in str(rep.examples) and "--resume" in str(rep.examples)
+    assert paths() == ["perceiver", "perceiver/fsdd-longer"]
 
 
 def test_read_source_from_a_local_http_server(tmp_path):

@@ -144,6 +144,17 @@ def test_private_lists_and_notes_are_invisible_to_others(client, new_client, fac
 PAYLOADS = ['<script>alert("x")</script>', '<img src=x onerror=alert(1)>', '"><svg onload=alert(1)>']
 
 
+def test_a_reports_relative_images_are_served_from_its_files_route_and_other_sources_are_left_alone():
+    from paperzoo.hub.render import markdown
+
+    html = str(markdown("![a](acc.png) ![b](/static/x.png) ![c](https://example.org/y.png) ![d](javascript:alert(1))"
+                        "\n\n`src=\"acc.png\"`", base="/reports/nerf/files/"))
+    assert '<img src="/reports/nerf/files/acc.png"' in html and '<img src="/static/x.png"' in html
+    assert '<img src="https://example.org/y.png"' in html and 'src="javascript' not in html
+    assert "src=&quot;acc.png&quot;" in html  # text is never rewritten, only image sources
+    assert '<img src="acc.png"' in str(markdown("![a](acc.png)"))
+
+
 def test_xss_payloads_are_escaped_everywhere(client, factory, new_client, backend):
     from datetime import UTC, datetime
 
@@ -283,9 +294,37 @@ def test_front_page_lists_every_registered_paper_and_the_verdict(client, factory
     page = client.get("/papers/2003.08934").text
     assert f'class="verdict">{verdict}<' in page and 'href="/reports/nerf"' in page and 'href="/code/nerf"' in page
     report = client.get("/reports/nerf").text
-    assert "files/psnr.png" in report or "files/" in report
+    assert '<img src="/reports/nerf/files/psnr.png"' in report
     assert client.get("/reports/nerf/files/psnr.png").headers["content-type"] == "image/png"
     assert client.get("/reports/nerf/files/..%2F..%2Fpyproject.toml").status_code == 404
+
+
+def test_a_report_of_another_budget_and_of_another_recipe_have_pages_and_files(client, factory, backend):
+    from paperzoo import registry
+    from paperzoo.hub.config import REPO_ROOT
+    from paperzoo.hub.ingest.registry import ingest_registry
+
+    ingest_registry(factory, REPO_ROOT)
+    arxiv = registry.get("perceiver").arxiv
+    paper = client.get(f"/papers/{arxiv}").text
+    assert 'href="/reports/perceiver/perceiver/fsdd-long"' in paper and 'href="/reports/perceiver"' in paper
+    long = client.get("/reports/perceiver/perceiver/fsdd-long")
+    assert long.status_code == 200 and "docs/reports/perceiver/fsdd-long/report.md" in long.text
+    assert '<img src="/reports/perceiver/perceiver/fsdd-long/files/accuracy.png"' in long.text
+    assert 'class="current">not reproduced (fsdd-long)<' in long.text  # the nav marks the page's own report
+    main = client.get("/reports/perceiver").text
+    assert 'href="/reports/perceiver/perceiver/fsdd-long"' in main and "docs/reports/perceiver/report.md" in main
+    png = client.get("/reports/perceiver/perceiver/fsdd-long/files/accuracy.png")
+    assert png.status_code == 200 and png.headers["content-type"] == "image/png"
+    assert png.content == (REPO_ROOT / "docs/reports/perceiver/fsdd-long/accuracy.png").read_bytes()
+    ablations = client.get("/reports/electra/electra-ablations")
+    assert ablations.status_code == 200 and "docs/reports/electra-ablations/report.md" in ablations.text
+    for missing in ("/reports/perceiver/perceiver/nope", "/reports/perceiver/electra-ablations",
+                    "/reports/perceiver/perceiver/fsdd-long/files/..%2Freport.md",
+                    "/reports/perceiver/perceiver/fsdd-long/files/nope.png", "/reports/electra/perceiver/fsdd-long"):
+        assert client.get(missing).status_code == 404, missing
+    api = client.get(f"/api/papers/{arxiv}").json()["paperzoo"]["reports"]
+    assert {r["path"]: r["preset"] for r in api} == {"perceiver": "small", "perceiver/fsdd-long": "fsdd-long"}
 
 
 def test_every_request_session_commits_before_the_response(app):

@@ -15,12 +15,20 @@ from sqlalchemy.orm import Session, selectinload
 
 from . import queries
 from .deps import DB, current_user
-from .models import Follow, ListItem, Note, Paper, ReadingList, Recommendation, User
+from .models import Follow, ListItem, Note, Paper, PaperzooLink, ReadingList, Recommendation, User
 from .search import search_papers
 from .web import paper_by_arxiv, visible_list
 
 router = APIRouter(prefix="/api", tags=["hub"])
 NOT_FOUND = {404: {"description": "Not found (or private to someone else)"}}
+
+
+class ReportOut(BaseModel):
+    path: str  # under docs/reports: a recipe ("electra-ablations") or a recipe's other budget ("perceiver/fsdd-long")
+    recipe: str
+    preset: str
+    verdict: str
+    url: str
 
 
 class PaperzooOut(BaseModel):
@@ -30,6 +38,7 @@ class PaperzooOut(BaseModel):
     claim: str
     report_url: str | None
     code_url: str | None
+    reports: list[ReportOut]  # every committed report of the paper's recipes
 
 
 class PaperOut(BaseModel):
@@ -134,7 +143,9 @@ def paper_out(p: Paper) -> PaperOut:
     if link is not None:
         pz = PaperzooOut(name=link.name, status=link.status, verdict=link.verdict, claim=link.claim,
                          report_url=f"/reports/{link.name}" if link.report_path else None,
-                         code_url=f"/code/{link.name}" if link.code_path else None)
+                         code_url=f"/code/{link.name}" if link.code_path else None,
+                         reports=[ReportOut(path=r.path, recipe=r.recipe, preset=r.preset, verdict=r.verdict, url=r.url)
+                                  for r in link.reports])
     return PaperOut(arxiv_id=p.arxiv_id, version=p.version, title=p.display_title,
                     authors=[a.strip() for a in p.authors_text.split(",") if a.strip()], abstract=p.abstract,
                     categories=p.category_list, published=p.published, updated=p.updated, abs_url=p.abs_url,
@@ -210,7 +221,8 @@ def reading_list(list_id: int = Path(..., ge=1, le=2**62), db: Session = DB,
     """A reading list in its order (public lists, or your own)."""
     lst = visible_list(db, list_id, user)
     items = db.scalars(select(ListItem).where(ListItem.list_id == lst.id)
-                       .options(selectinload(ListItem.paper).selectinload(Paper.link))
+                       .options(selectinload(ListItem.paper).selectinload(Paper.link)
+                                .selectinload(PaperzooLink.reports))
                        .order_by(ListItem.position)).all()
     return ListOut(id=lst.id, owner=lst.owner.username, name=lst.name, description=lst.description, public=lst.public,
                    papers=[paper_out(i.paper) for i in items])
@@ -222,7 +234,8 @@ def recommendations(list_id: int = Path(..., ge=1, le=2**62), db: Session = DB,
     """The list's precomputed recommendations (tf-idf + linear SVM), best first."""
     lst = visible_list(db, list_id, user)
     recs = db.scalars(select(Recommendation).where(Recommendation.list_id == lst.id)
-                      .options(selectinload(Recommendation.paper).selectinload(Paper.link))
+                      .options(selectinload(Recommendation.paper).selectinload(Paper.link)
+                               .selectinload(PaperzooLink.reports))
                       .order_by(Recommendation.rank)).all()
     return [Recommended(paper=paper_out(r.paper), score=r.score) for r in recs]
 

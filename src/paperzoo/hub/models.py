@@ -127,6 +127,27 @@ class PaperzooLink(Base):
     code_path: Mapped[str] = mapped_column(String(300), default="")  # src/paperzoo/papers/<pkg>/
     report_created: Mapped[str] = mapped_column(String(40), default="")
 
+    reports: Mapped[list[PaperzooReport]] = relationship(order_by="PaperzooReport.path", cascade="all, delete-orphan")
+
+
+class PaperzooReport(Base):
+    """Every committed report of a paper paperzoo implements: each recipe's main report (``docs/reports/<recipe>/``)
+    and its reports of other budgets (``docs/reports/<recipe>/<preset>/``)."""
+
+    __tablename__ = "paperzoo_reports"
+
+    path: Mapped[str] = mapped_column(String(200), primary_key=True)  # under docs/reports: "perceiver/fsdd-long"
+    link_name: Mapped[str] = mapped_column(ForeignKey("paperzoo_links.name", ondelete="CASCADE"), index=True)
+    recipe: Mapped[str] = mapped_column(String(100))
+    preset: Mapped[str] = mapped_column(String(100), default="")
+    verdict: Mapped[str] = mapped_column(String(40), default="")
+    label: Mapped[str] = mapped_column(String(200), default="")  # "electra-ablations: not reproduced (small)"
+    created: Mapped[str] = mapped_column(String(40), default="")
+
+    @property
+    def url(self) -> str:
+        return f"/reports/{self.link_name}/{self.path}"
+
 
 class Mention(Base):
     """One social post linking a paper (a post linking two papers is two rows)."""

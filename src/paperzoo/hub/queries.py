@@ -197,7 +197,8 @@ def ranked_page(s: Session, settings: Settings, cache: RankCache, view: str, win
 def load_papers(s: Session, ids: list[int]) -> dict[int, Paper]:
     if not ids:
         return {}
-    rows = s.scalars(select(Paper).where(Paper.id.in_(ids)).options(selectinload(Paper.link))).all()
+    rows = s.scalars(select(Paper).where(Paper.id.in_(ids))
+                     .options(selectinload(Paper.link).selectinload(PaperzooLink.reports))).all()
     return {p.id: p for p in rows}
 
 

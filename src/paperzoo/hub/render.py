@@ -18,6 +18,14 @@ def _allowed_url(url: str) -> bool:
 _md.validateLink = _allowed_url
 
 
-def markdown(text: str) -> Markup:
-    """HTML of ``text`` with every HTML tag of the input escaped and only http(s)/relative links."""
-    return Markup(_md.render(text or ""))
+def markdown(text: str, base: str = "") -> Markup:
+    """HTML of ``text`` with every HTML tag of the input escaped and only http(s)/relative links; ``base`` prefixes
+    relative image sources (a committed report's ``![plot](accuracy.png)`` served from its files route)."""
+    tokens = _md.parse(text or "")
+    if base:
+        for t in tokens:
+            for child in t.children or ():
+                src = child.attrGet("src") if child.type == "image" else None
+                if isinstance(src, str) and ":" not in src and not src.startswith(("/", "#")):
+                    child.attrSet("src", base + src)
+    return Markup(_md.renderer.render(tokens, _md.options, {}))

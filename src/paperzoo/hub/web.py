@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import mimetypes
 from datetime import UTC, datetime
+from pathlib import Path
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Form, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, PlainTextResponse, RedirectResponse
@@ -38,7 +39,8 @@ def paper_by_arxiv(db: Session, arxiv_id: str) -> Paper:
         ident = normalize_arxiv_id(arxiv_id)
     except ValueError:
         raise not_found("paper") from None
-    p = db.scalar(select(Paper).where(Paper.arxiv_id == ident).options(selectinload(Paper.link)))
+    p = db.scalar(select(Paper).where(Paper.arxiv_id == ident)
+                  .options(selectinload(Paper.link).selectinload(PaperzooLink.reports)))
     if p is None:
         raise not_found("paper")
     return p
@@ -456,27 +458,66 @@ def _link(db: Session, name: str) -> PaperzooLink:
     return link
 
 
+def _report_folder(request: Request, db: Session, name: str, path: str | None) -> tuple[PaperzooLink, Path, str]:
+    """(link, report folder, its path under docs/reports) of paper ``name``'s main report (``path`` None) or of its
+    report at ``path`` (``electra-ablations``, ``perceiver/fsdd-long``); 404 for a report it does not have."""
+    link = _link(db, name)
+    if path is None:
+        rel = link.report_path.removeprefix("docs/reports/").removesuffix("/report.md") if link.report_path else ""
+    else:
+        rel = path if any(r.path == path for r in link.reports) else ""
+    folder = request.app.state.settings.repo_root / "docs" / "reports" / rel
+    if not rel or not (folder / "report.md").is_file():
+        raise not_found("report")
+    return link, folder, rel
+
+
+def _report_page(request: Request, db: Session, name: str, path: str | None) -> HTMLResponse:
+    link, folder, rel = _report_folder(request, db, name, path)
+    row = next((r for r in link.reports if r.path == rel), None)
+    base = f"/reports/{name}/files/" if path is None else f"/reports/{name}/{rel}/files/"
+    return page(request, "report.html", link=link, p=db.get(Paper, link.paper_id), row=row, rel=rel,
+                verdict=row.verdict if row else link.verdict, text=(folder / "report.md").read_text(), base=base)
+
+
+def _report_file(request: Request, db: Session, name: str, path: str | None, filename: str) -> FileResponse:
+    _, folder, _ = _report_folder(request, db, name, path)
+    file = (folder / filename).resolve()
+    if file.parent != folder.resolve() or not file.is_file() or filename.startswith("."):
+        raise not_found("file")
+    return FileResponse(file, media_type=mimetypes.guess_type(file.name)[0] or "application/octet-stream")
+
+
 @router.get("/reports/{name}", response_class=HTMLResponse)
 def report_page(request: Request, name: str, db: Session = DB, user=Depends(current_user)):
-    link = _link(db, name)
-    if not link.report_path:
-        raise not_found("report")
-    path = request.app.state.settings.repo_root / link.report_path
-    if not path.is_file():
-        raise not_found("report")
-    paper = db.get(Paper, link.paper_id)
-    return page(request, "report.html", link=link, p=paper, text=path.read_text(),
-                base=f"/reports/{name}/files/")
+    return _report_page(request, db, name, None)
 
 
 @router.get("/reports/{name}/files/{filename}")
 def report_file(request: Request, name: str, filename: str, db: Session = DB):
-    link = _link(db, name)
-    folder = (request.app.state.settings.repo_root / link.report_path).parent if link.report_path else None
-    path = (folder / filename).resolve() if folder else None
-    if path is None or path.parent != folder.resolve() or not path.is_file() or filename.startswith("."):
-        raise not_found("file")
-    return FileResponse(path, media_type=mimetypes.guess_type(path.name)[0] or "application/octet-stream")
+    return _report_file(request, db, name, None, filename)
+
+
+# every report of the paper by its folder: a recipe's main report, or one of another budget (recipe/preset)
+@router.get("/reports/{name}/{recipe}", response_class=HTMLResponse)
+def recipe_report_page(request: Request, name: str, recipe: str, db: Session = DB, user=Depends(current_user)):
+    return _report_page(request, db, name, recipe)
+
+
+@router.get("/reports/{name}/{recipe}/files/{filename}")
+def recipe_report_file(request: Request, name: str, recipe: str, filename: str, db: Session = DB):
+    return _report_file(request, db, name, recipe, filename)
+
+
+@router.get("/reports/{name}/{recipe}/{preset}", response_class=HTMLResponse)
+def budget_report_page(request: Request, name: str, recipe: str, preset: str, db: Session = DB,
+                       user=Depends(current_user)):
+    return _report_page(request, db, name, f"{recipe}/{preset}")
+
+
+@router.get("/reports/{name}/{recipe}/{preset}/files/{filename}")
+def budget_report_file(request: Request, name: str, recipe: str, preset: str, filename: str, db: Session = DB):
+    return _report_file(request, db, name, f"{recipe}/{preset}", filename)
 
 
 @router.get("/code/{name}", response_class=HTMLResponse)
