@@ -12,6 +12,17 @@ unprofiled calls interleaved with the profiled ones (the profiler inflates eleme
 
 ``python -m paperzoo.bench.ceiling [--out benchmarks/ceilings.md]`` measures the fwd+bwd cases of the encoder,
 Funnel, Swin and Switch benches (run it on a quiet machine).
+
+The same accounting bounds a fraction-of-peak target. A training step doing ``F`` FLOPs in wall time ``T`` runs at
+``F / T / peak``; with every non-kernel op taken to zero time it would run at most at::
+
+    peak ceiling = F / (time in GEMM, convolution and attention kernels) / peak
+
+which is the speed of the kernels themselves at the step's shapes. Where that is below the target (say 70%), no
+implementation calling these kernels reaches the target at these shapes. ``--peak [--out
+benchmarks/peak-ceilings.md]`` measures it for the GEMM-bound training steps of the benches (``gemm_bound`` rows:
+the encoder stack, Funnel, Swin-T), in fp32 and in bf16 where the CPU has it fast, against the matmul peak measured
+in the same process.
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["KERNELS", "Ceiling", "kernel_ceiling", "kernel_ceilings"]
+__all__ = ["KERNELS", "PEAK_KERNELS", "Ceiling", "kernel_ceiling", "kernel_ceilings", "peak_ceilings"]
 
 # ops whose time is set by FLOPs that any implementation of the same model must do (CPU names; CUDA kernels are
 # attributed to these aten ops too)
@@ -37,6 +48,10 @@ KERNELS = frozenset({
     "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_efficient_attention_backward",
     "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_cudnn_attention_backward",
 })
+# for a fraction of peak: every op whose FLOPs torch.utils.flop_counter counts (convolutions too: Swin's patch
+# embedding), so that the FLOPs and the kernel time cover the same ops
+PEAK_KERNELS = KERNELS | {"aten::mkldnn_convolution", "aten::convolution_backward", "aten::_convolution",
+                          "aten::convolution"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +71,8 @@ class Ceiling:
         return self.wall_ms / self.kernel_ms
 
 
-def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: int = 2) -> dict[str, Ceiling]:
+def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: int = 2,
+                    kernels: frozenset[str] = KERNELS) -> dict[str, Ceiling]:
     """Run ``calls`` rounds; each round times one unprofiled call of every fn, then profiles one more call of every
     fn (A B A' B' ...), and return a :class:`Ceiling` per name (wall: median of the unprofiled calls; kernels:
     mean over the profiled ones). Interleaving both kinds in every round keeps a drifting machine from biasing
@@ -64,7 +80,8 @@ def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: i
 
     The wall time comes from unprofiled calls because the profiler slows code of many or memory-bound ops far more
     than GEMM-bound code (on the Funnel bench it slowed Hugging Face's step several times more than ours), which
-    would inflate the peer's wall time and so the ceiling. Kernels are large ops, which the profiler barely slows."""
+    would inflate the peer's wall time and so the ceiling. Kernels are large ops, which the profiler barely slows.
+    ``kernels``: the op names counted as kernel time (default :data:`KERNELS`)."""
     if calls < 1:
         raise ValueError(f"calls must be >= 1, got {calls}")
     from torch.profiler import ProfilerActivity, profile
@@ -92,7 +109,7 @@ def kernel_ceilings(fns: dict[str, Callable[[], Any]], calls: int = 5, warmup: i
                 cuda_sync()
                 profiled[name] += time.perf_counter() - t
             for e in prof.key_averages():
-                if e.key in KERNELS:
+                if e.key in kernels:
                     kernel[name] += e.self_cpu_time_total / 1e3
                 else:
                     other[name][e.key] = other[name].get(e.key, 0.0) + e.self_cpu_time_total / 1e3
@@ -153,11 +170,97 @@ def _cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], str]]:
     return cases
 
 
+def _gemm_bound_steps() -> dict[str, Callable[[], Any]]:
+    """name -> our training step, for every ``gemm_bound`` row of the encoder, Funnel and Swin benches, built in
+    the running precision pass (:mod:`paperzoo.bench.precision`: each step autocasts when it runs)."""
+    from paperzoo.bench import encoder as enc
+    from paperzoo.bench import funnel as fun
+    from paperzoo.bench import swin as sw
+    from paperzoo.bench.precision import autocast
+
+    steps = {}
+    hf, ours = enc.build_pair()
+    for seq in (128, 512):
+        fwd_o, _ = enc._cases(hf, ours, 8, seq)["stack"]
+        steps[f"encoder stack fwd+bwd, 8 x {seq}"] = enc._train_step(fwd_o, [ours], torch.randn(8, seq, enc.DIM))
+    for blocks, batch, seq in fun.CONFIGS:
+        for hf_class in fun.MODELS:
+            hf_f, ours_f = fun.build_pair(blocks, hf_class)
+            steps[f"funnel {hf_class} {blocks} fwd+bwd, {batch} x {seq}"] = fun._fns(
+                hf_f, ours_f, fun.inputs(batch, seq, fun.VOCAB))[2]
+    _, ours_s = sw._pair(sw.CASES["swin-t 224x224"])
+    ours_s.train()
+    x = torch.randn(8, 3, 224, 224)
+
+    def swin_step():
+        ours_s.zero_grad(set_to_none=True)
+        with autocast():
+            loss = ours_s(pixel_values=x).last_hidden_state.float().square().mean()
+        loss.backward()
+    steps["swin swin-t fwd+bwd, 8 x 224x224"] = swin_step
+    return steps
+
+
+def peak_ceilings(steps: dict[str, Callable[[], Any]], calls: int = 5) -> list[dict[str, Any]]:
+    """Per step, in the running precision pass: FLOPs, wall and kernel ms (:func:`kernel_ceilings` over
+    :data:`PEAK_KERNELS`), the matmul peak, the fraction of peak reached and its ceiling (FLOPs over kernel time)."""
+    from paperzoo.bench.precision import current, peak_gflops
+    from paperzoo.measure import count_flops
+
+    peak = peak_gflops()
+    res = kernel_ceilings(steps, calls, kernels=PEAK_KERNELS)
+    rows = []
+    for name, step in steps.items():
+        flops, c = count_flops(step), res[name]
+        rows.append({"case": name, "precision": current().used, "flops": flops, "wall_ms": c.wall_ms,
+                     "kernel_ms": c.kernel_ms, "peak_gflops": peak,
+                     "fraction_of_peak": flops / (c.wall_ms * 1e-3) / (peak * 1e9),
+                     "peak_ceiling": flops / (c.kernel_ms * 1e-3) / (peak * 1e9),
+                     "top_other": c.top[:3]})
+    return rows
+
+
+def _peak_main(out: Path | None, calls: int) -> None:
+    from paperzoo.bench.precision import passes, using
+    from paperzoo.bench.results import bench_meta
+
+    rows = ["| case | precision | GFLOP | wall ms (kernels) | % peak | kernels' % peak (ceiling) | 70% reachable "
+            "| largest other ops (ms, profiled) |", "|---|---|---|---|---|---|---|---|"]
+    skipped = []
+    for name, prec, reason in passes("all"):
+        if prec is None:
+            skipped.append(reason)
+            continue
+        with using(prec):
+            for r in peak_ceilings(_gemm_bound_steps(), calls):
+                top = ", ".join(f"{k.removeprefix('aten::')} {v:.1f}" for k, v in r["top_other"])
+                rows.append(f"| {r['case']} | {name} | {r['flops'] / 1e9:.1f} | {r['wall_ms']:.1f} "
+                            f"({r['kernel_ms']:.1f}) | {100 * r['fraction_of_peak']:.0f}% | "
+                            f"{100 * r['peak_ceiling']:.0f}% of {r['peak_gflops']:.0f} GFLOP/s | "
+                            f"{'yes' if r['peak_ceiling'] >= 0.7 else '**no**'} | {top} |")
+                print(rows[-1], flush=True)
+    if out:
+        meta = bench_meta("ceiling", "python -m paperzoo.bench.ceiling --peak --out " + str(out))
+        head = (f"# peak ceilings of the GEMM-bound training steps\n\n- command: `{meta['command']}`\n"
+                f"- date: {meta['date']}, commit {meta['git_commit']}\n- torch {torch.__version__} with "
+                f"{torch.get_num_threads()} threads, load average {meta['load_average']}\n\n")
+        notes = ("\n% peak = the step's FLOPs (torch.utils.flop_counter) / its median unprofiled wall time / the "
+                 "matmul peak of its precision measured in this process. kernels' % peak = the same FLOPs / the "
+                 "time in GEMM, convolution and attention kernels (profiled self time): the fraction of peak the "
+                 "step would reach if every other op took no time, an upper bound for any implementation calling "
+                 "these kernels at these shapes. 70% reachable: whether that bound is at least the target.\n"
+                 + "".join(f"\n- {s}" for s in skipped))
+        out.write_text(head + "\n".join(rows) + "\n" + notes + "\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="write a markdown table here")
     ap.add_argument("--calls", type=int, default=6, help="rounds: one unprofiled and one profiled call per side each")
+    ap.add_argument("--peak", action="store_true", help="the fraction-of-peak ceilings of the GEMM-bound steps")
     args = ap.parse_args(argv)
+    if args.peak:
+        return _peak_main(args.out, args.calls)
     rows = ["| case | target | ours ms (kernels; profiled) | peer ms (kernels; profiled) | ratio | ceiling | "
             "with our kernels | largest other peer ops (ms, profiled) |", "|---|---|---|---|---|---|---|---|"]
     for name, (ours_fn, peer_fn, target) in _cases().items():
