@@ -198,7 +198,9 @@ def readme(docs: Mapping[str, Mapping[str, Any]]) -> str:
         "where ours and Hugging Face compute the same function with the same weights (not ELECTRA's masked-only "
         "head, Perceiver's labelled-only decoding or MobileNetV2's folded BatchNorm). GEMM-bound: the training "
         "steps whose time the matrix products dominate (encoder stack, Funnel, Swin-T, the wide VATT; "
-        "`benchmarks/ceilings.md`). The Switch memory-traffic floor: `paperzoo.bench.switch`.", ""])
+        "`benchmarks/ceilings.md`); how close to the peak their kernels themselves run at these shapes, the "
+        "bound on any implementation: `benchmarks/peak-ceilings.md` (`python -m paperzoo.bench.ceiling --peak`). "
+        "The Switch memory-traffic floor: `paperzoo.bench.switch`.", ""])
 
 
 def write_readme(folder: Path = Path("benchmarks")) -> Path:
