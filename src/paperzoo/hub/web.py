@@ -476,7 +476,7 @@ def _report_page(request: Request, db: Session, name: str, path: str | None) -> 
     link, folder, rel = _report_folder(request, db, name, path)
     row = next((r for r in link.reports if r.path == rel), None)
     base = f"/reports/{name}/files/" if path is None else f"/reports/{name}/{rel}/files/"
-    return page(request, "report.html", link=link, p=db.get(Paper, link.paper_id), row=row, rel=rel,
+    return page(request, "report.html", link=link, p=db.get(Paper, link.paper_id), rel=rel,
                 verdict=row.verdict if row else link.verdict, text=(folder / "report.md").read_text(), base=base)
 
 

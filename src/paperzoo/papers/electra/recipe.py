@@ -94,16 +94,6 @@ PRESETS: dict[str, Preset] = {
                           weight_decay=0.01, eval_every=250, ckpt_every=250, log_every=25, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=400, batch_size=32, max_len=64, max_train=8000),
         vocab_size=12000, seq_len=128, docs=None, seeds=3),
-    # small at the context configuration, bf16 where the CPU has it (pretraining and fine-tuning); the MLM baseline
-    # gets the same architecture and rate
-    "context": Preset(
-        model=ElectraConfig.preset("small", **CONTEXT_MODEL),
-        train=TrainConfig(steps=1500, batch_size=32, lr=CONTEXT_LR, warmup_steps=150, schedule="linear",
-                          weight_decay=0.01, eval_every=250, ckpt_every=250, log_every=25, device="cpu",
-                          precision="auto"),
-        finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=400, batch_size=32, max_len=64, max_train=8000,
-                                precision="auto"),
-        vocab_size=8000, seq_len=128, docs=None, seeds=3),
 }
 ABLATIONS_PRESETS: dict[str, Preset] = {
     "tiny": TINY,
@@ -114,17 +104,21 @@ ABLATIONS_PRESETS: dict[str, Preset] = {
                           weight_decay=0.01, eval_every=100, ckpt_every=100, log_every=10, device="cpu"),
         finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=200, batch_size=32, max_len=64, max_train=4000),
         vocab_size=8000, seq_len=128, docs=5000, seeds=3),
-    # the context configuration: 1,000 steps on every review (at 300 the context probe has not left 0.5), bf16
-    # where the CPU has it
-    "context": Preset(
-        model=ElectraConfig.preset("small", **CONTEXT_MODEL),
-        train=TrainConfig(steps=1000, batch_size=32, lr=CONTEXT_LR, warmup_steps=100, schedule="linear",
-                          weight_decay=0.01, eval_every=250, ckpt_every=250, log_every=25, device="cpu",
-                          precision="auto"),
-        finetune=FinetuneConfig(lr=1e-3, epochs=2.0, max_steps=200, batch_size=32, max_len=64, max_train=4000,
-                                precision="auto"),
-        vocab_size=8000, seq_len=128, docs=None, seeds=3),
 }
+
+
+def _at_context(p: Preset, **train) -> Preset:
+    """``p`` at the context configuration: ``CONTEXT_MODEL``, ``CONTEXT_LR``, the search's vocabulary of 8,000, bf16
+    where the CPU has it (pretraining and fine-tuning), ``train`` changes; the MLM baseline gets the same."""
+    return replace(p, model=replace(p.model, **CONTEXT_MODEL), vocab_size=8000,
+                   train=replace(p.train, lr=CONTEXT_LR, precision="auto", **train),
+                   finetune=replace(p.finetune, precision="auto"))
+
+
+PRESETS["context"] = _at_context(PRESETS["small"])
+# 1,000 steps on every review: at 300 the context probe has not left 0.5
+ABLATIONS_PRESETS["context"] = replace(_at_context(ABLATIONS_PRESETS["small"], steps=1000, warmup_steps=100,
+                                                   eval_every=250, ckpt_every=250, log_every=25), docs=None)
 
 ABLATION_MODES = ("electra", "all-tokens-mlm", "replace-mlm", "electra-15", "mlm")
 DISCRIMINATOR_MODES = ("electra", "electra-15")  # the objectives with a replaced-token detector
