@@ -79,3 +79,26 @@ def test_torchrun_kill_and_resume_matches_single(tmp_path):
     for k, ref in tf.params(model).items():
         rel = ((ddp[k] - ref).abs().max() / ref.abs().max()).item()
         assert rel <= 1e-6, f"{k}: relative difference {rel:.2e}"
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_teardown_meets_the_other_ranks_before_destroying_only_on_a_clean_finish(monkeypatch, tmp_path, wait):
+    """A clean finish waits at a barrier, then destroys the group (no rank exits while another still works on it);
+    an error path destroys without waiting (a rank that failed alone must not hang)."""
+    import torch.distributed as dist
+
+    from paperzoo.train import distributed
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    calls = []
+    real_barrier, real_destroy = dist.barrier, dist.destroy_process_group
+    monkeypatch.setattr(dist, "barrier", lambda *a, **k: (calls.append("barrier"), real_barrier(*a, **k)))
+    monkeypatch.setattr(dist, "destroy_process_group",
+                        lambda *a, **k: (calls.append("destroy"), real_destroy(*a, **k)))
+    try:
+        distributed.teardown(distributed.DistInfo(created=True), wait=wait)
+    finally:
+        if dist.is_initialized():
+            real_destroy()
+    assert calls == (["barrier", "destroy"] if wait else ["destroy"])
+    assert not dist.is_initialized()

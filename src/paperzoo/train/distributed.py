@@ -69,9 +69,14 @@ def setup(device_spec: str) -> tuple[DistInfo, torch.device]:
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank, created=True), device
 
 
-def teardown(info: DistInfo) -> None:
-    """Destroy the process group if :func:`setup` created it."""
+def teardown(info: DistInfo, wait: bool = False) -> None:
+    """Destroy the process group if :func:`setup` created it. ``wait=True`` (a clean finish) first meets the other
+    ranks at a barrier, so that no rank destroys its group, and exits, while another still has work in flight on it
+    (rank 0 writing the last checkpoint, say): gloo can abort the early rank at exit otherwise. An error path passes
+    False: a rank that failed alone must not wait for ranks that will never arrive."""
     if info.created and dist.is_initialized():
+        if wait:
+            dist.barrier()
         dist.destroy_process_group()
 
 

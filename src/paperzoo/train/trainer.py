@@ -485,6 +485,7 @@ class Trainer:
         win_t, win_steps, win_loss, win_metrics = t_start, 0, 0.0, {}
         evaluated_at = saved_at = self.step if resumed_from is not None else -1
         evaluates = main or self.expert_parallel  # an expert-parallel forward needs every rank
+        finished = False
         try:
             while self.step < cfg.steps:
                 loss_val, lr, metrics, grad_norm = self._train_step(order)
@@ -534,11 +535,13 @@ class Trainer:
         except TrainingDivergedError as e:
             log.write({"event": "diverged", "step": e.step, "time": elapsed_before + time.perf_counter() - t_start})
             raise
+        else:
+            finished = True
         finally:
             display.close()
             for sig, h in old_handlers.items():
                 signal.signal(sig, h)
-            distributed.teardown(info)
+            distributed.teardown(info, wait=finished)
         wall = time.perf_counter() - t_start
         done = self.step - start_step
         return {

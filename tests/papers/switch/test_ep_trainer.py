@@ -295,7 +295,7 @@ seed_everything(0)
 t._fit(t.SwitchLM(t.CFG, group="world"), {out!r})
 if info.rank == 0:
     torch.save(consolidate_experts({out!r} + "/ckpt-4.pt"), {out!r} + "/final.pt")
-distributed.teardown(info)
+distributed.teardown(info, wait=True)
 """
 
 
