@@ -69,10 +69,12 @@ class Preset(recipes.Preset):
 # README. MLM uses the same rate, as in the paper.
 PRETRAIN_LR = 2e-4
 
-# The configuration where the discriminator learns context at this scale, for the `context` presets: the
-# electra-context search's "chosen" candidate (RoPE, no dropout, no constant token-type row, lr 1e-3, its vocabulary
-# of 8,000). Provisional until that search's report is committed: on its seed 0, rope-fast was the first candidate
-# whose context probe left 0.5 (0.80 at step 1,000).
+# The configuration where the discriminator learns context at this scale, for the `context` presets (RoPE, no
+# dropout, no constant token-type row, lr 1e-3, the search's vocabulary of 8,000). The committed search
+# (docs/reports/electra-context, 3 seeds x 500 steps) chose rope-fast-slow-gen, these fields with the generator's own
+# parameters at 1/4 of the rate: the first candidate whose AUC - id-AUC and probe intervals both lie above their
+# margins (probe 0.707 / 0.648 / 0.686). rope-fast learned on seeds 0 and 2 only (probe 0.697 / 0.526 / 0.652).
+# Until Preset carries a generator rate, the presets run rope-fast (the same fields at one rate): not yet the choice.
 CONTEXT_CANDIDATE = "rope-fast"
 CONTEXT_MODEL = {"dropout": 0.0, "attn_dropout": 0.0, "type_vocab_size": 0, "position": "rotary"}
 CONTEXT_LR = 1e-3
