@@ -117,11 +117,12 @@ PRESETS: dict[str, Preset] = {
                           eval_every=10, ckpt_every=10, log_every=10, device="cpu"),
         candidates=(Candidate("today"), Candidate("rope-slow-gen", model={"position": "rotary"}, generator_lr=0.5)),
         vocab_size=1000, seq_len=64, docs=300, eval_docs=30, seeds=2),
-    # ~2 h on 2 cores with --workers 2 where the CPU has no fast bf16 (7 candidates x 3 seeds x 500 steps; fp32 on
-    # an AVX2 EPYC: ~1.25 s a step per single-thread worker, with the evaluations ~11 min a cell), well under that
-    # with bf16: the recipes' small model and batch, on every IMDB train review (5x the ablations' text). 500 steps:
-    # in a 1,500-step seed-0 run rope-fast's probe was 0.56 at step 250 and 0.80 at 1,000; 1,000-step cells (21 x
-    # ~22 min there) do not fit a session, and 2 seeds would make every interval 3.6x wider (t 12.7 vs 4.3)
+    # ~80 min on 2 cores with --workers 2 where the CPU has no fast bf16, less with it (7 candidates x 3 seeds x 500
+    # steps; fp32 on an AVX2 EPYC: ~1.0 s a step per single-thread worker, ~7 min a cell with its evaluations; the
+    # committed run took 1 h 17 min): the recipes' small model and batch, on every IMDB train review (5x the
+    # ablations' text). 500 steps: in a 1,500-step seed-0 run rope-fast's probe was 0.56 at step 250 and 0.80 at
+    # 1,000; 1,000-step cells do not fit a session there, and 2 seeds would make every interval 3.6x wider (t 12.7
+    # vs 4.3)
     "small": Preset(
         model=ElectraConfig.preset("small"),
         train=TrainConfig(steps=500, batch_size=32, lr=2e-4, warmup_steps=100, schedule="linear", weight_decay=0.01,
