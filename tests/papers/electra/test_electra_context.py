@@ -3,14 +3,17 @@ and the tiny search runs end to end with a curve per candidate."""
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from paperzoo.papers.electra import context, recipe
-from paperzoo.papers.electra.context import Candidate, configure, generator_groups
-from paperzoo.papers.electra.recipe import build_pretrainer
+from paperzoo.papers.electra.context import Candidate, configure
+from paperzoo.papers.electra.recipe import build_pretrainer, generator_groups
 from paperzoo.train import TrainConfig
+
+REPORTS = Path(__file__).parents[3] / "docs" / "reports"
 
 
 def test_a_candidate_with_an_unknown_field_names_the_valid_ones():
@@ -45,14 +48,17 @@ def test_every_small_candidate_changes_one_thing_from_its_reference():
 def test_the_recipes_context_presets_are_the_searched_candidate():
     """``electra`` / ``electra-ablations`` preset ``context``: the candidate the search chose, on the recipes' small
     model, with the search's vocabulary; only the rate and the candidate's model fields differ from ``small``."""
+    chosen = json.loads((REPORTS / "electra-context" / "result.json").read_text())["details"]["chosen"]
+    assert recipe.CONTEXT_CANDIDATE == chosen  # the committed search's choice
     cand = {c.name: c for c in context.PRESETS["small"].candidates}[recipe.CONTEXT_CANDIDATE]
     assert cand.model == recipe.CONTEXT_MODEL and cand.train == {"lr": recipe.CONTEXT_LR}
-    assert cand.generator_lr == 1.0 and cand.objective == {}
+    assert cand.generator_lr == recipe.CONTEXT_GENERATOR_LR and cand.objective == {}
     searched = configure(context.PRESETS["small"], cand)[0]
     for presets in (recipe.PRESETS, recipe.ABLATIONS_PRESETS):
         p, small = presets["context"], presets["small"]
         assert p.model == searched and p.vocab_size == context.PRESETS["small"].vocab_size
         assert p.train.lr == recipe.CONTEXT_LR and p.objective == small.objective and p.tasks == small.tasks
+        assert p.generator_lr == cand.generator_lr and small.generator_lr == 1.0
         assert p.model == dataclasses.replace(small.model, **recipe.CONTEXT_MODEL)
 
 

@@ -34,12 +34,11 @@ from paperzoo.recipes import Job, run_jobs, smoke, start
 from paperzoo.report import plot_metrics, read_metrics, write_result
 from paperzoo.report.verdict import Verdict
 from paperzoo.train import TrainConfig, seed_everything
-from paperzoo.train.optim import param_groups
 
 from .evaluation import CONTEXT_LEARNED, context_verdict
 from .model import ElectraConfig
-from .objective import ElectraPretrainer, ObjectiveConfig
-from .recipe import PAPER, build_pretrainer, prepare_pretraining, pretrain
+from .objective import ObjectiveConfig
+from .recipe import PAPER, build_pretrainer, generator_groups, prepare_pretraining, pretrain
 
 CLAIM = ("At laptop scale some configuration of ELECTRA's pretraining (positions, rate, generator size or speed, "
          "embedding projection) gives a discriminator that learns context: held-out AUC above its id-AUC and the "
@@ -136,22 +135,6 @@ PRESETS: dict[str, Preset] = {
 def configure(p: Preset, c: Candidate) -> tuple[ElectraConfig, ObjectiveConfig, TrainConfig]:
     """The candidate's model, objective and training configs: the preset's with the candidate's fields."""
     return replace(p.model, **c.model), replace(p.objective, **c.objective), replace(p.train, **c.train)
-
-
-def generator_groups(model: ElectraPretrainer, cfg: TrainConfig, ratio: float) -> list[dict] | None:
-    """AdamW groups with the generator's own parameters at ``ratio * cfg.lr`` (weight decay as usual); the tables
-    it shares with the discriminator stay at the full rate. None (the engine's default groups) when ratio is 1."""
-    if ratio == 1.0:
-        return None
-    shared = {id(p) for p in model.discriminator_body.parameters()}
-    own = {id(p) for p in model.generator.parameters()} - shared
-    groups = []
-    for g in param_groups(model, cfg.weight_decay):
-        mine = [p for p in g["params"] if id(p) in own]
-        rest = [p for p in g["params"] if id(p) not in own]
-        groups += [{**g, "params": rest, "lr": cfg.lr}] if rest else []
-        groups += [{**g, "params": mine, "lr": cfg.lr * ratio}] if mine else []
-    return groups
 
 
 def train_job(job: Job, out: Path, resume: bool, progress: bool, p: Preset, train: TensorDataset,

@@ -28,6 +28,7 @@ from paperzoo.recipes import Beats, Job, all_of, run_jobs, smoke, start
 from paperzoo.report import plot_bars_with_ci, plot_metrics, write_result
 from paperzoo.train import TrainConfig, Trainer, seed_everything
 from paperzoo.train.finetune import TASKS, FinetuneConfig, finetune_task, load_task
+from paperzoo.train.optim import param_groups
 
 from .evaluation import CONTEXT_LEARNED, context_verdict, token_state_cosine
 from .finetune import classifier_fn
@@ -62,6 +63,12 @@ class Preset(recipes.Preset):
     eval_docs: int = 200  # held-out reviews (the last ones) for pretraining metrics
     tasks: tuple[str, ...] = TASKS
     objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    generator_lr: float = 1.0  # the generator's own parameters train at this fraction of train.lr (tables shared: 1)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not 0.0 < self.generator_lr <= 1.0:
+            raise ValueError(f"Preset.generator_lr: expected a fraction in (0, 1], got {self.generator_lr}")
 
 
 # ELECTRA-Small's 5e-4 is for batch 128; at batch 32 the discriminator collapses to a constant "original" output at
@@ -74,10 +81,10 @@ PRETRAIN_LR = 2e-4
 # (docs/reports/electra-context, 3 seeds x 500 steps) chose rope-fast-slow-gen, these fields with the generator's own
 # parameters at 1/4 of the rate: the first candidate whose AUC - id-AUC and probe intervals both lie above their
 # margins (probe 0.707 / 0.648 / 0.686). rope-fast learned on seeds 0 and 2 only (probe 0.697 / 0.526 / 0.652).
-# Until Preset carries a generator rate, the presets run rope-fast (the same fields at one rate): not yet the choice.
-CONTEXT_CANDIDATE = "rope-fast"
+CONTEXT_CANDIDATE = "rope-fast-slow-gen"
 CONTEXT_MODEL = {"dropout": 0.0, "attn_dropout": 0.0, "type_vocab_size": 0, "position": "rotary"}
 CONTEXT_LR = 1e-3
+CONTEXT_GENERATOR_LR = 0.25
 
 # the smoke test: seconds; asserts learning, not quality
 TINY = Preset(
@@ -110,9 +117,10 @@ ABLATIONS_PRESETS: dict[str, Preset] = {
 
 
 def _at_context(p: Preset, **train) -> Preset:
-    """``p`` at the context configuration: ``CONTEXT_MODEL``, ``CONTEXT_LR``, the search's vocabulary of 8,000, bf16
-    where the CPU has it (pretraining and fine-tuning), ``train`` changes; the MLM baseline gets the same."""
-    return replace(p, model=replace(p.model, **CONTEXT_MODEL), vocab_size=8000,
+    """``p`` at the context configuration: ``CONTEXT_MODEL``, ``CONTEXT_LR``, ``CONTEXT_GENERATOR_LR``, the search's
+    vocabulary of 8,000, bf16 where the CPU has it (pretraining and fine-tuning), ``train`` changes; the MLM baseline
+    gets the same model and rate (it has no generator)."""
+    return replace(p, model=replace(p.model, **CONTEXT_MODEL), vocab_size=8000, generator_lr=CONTEXT_GENERATOR_LR,
                    train=replace(p.train, lr=CONTEXT_LR, precision="auto", **train),
                    finetune=replace(p.finetune, precision="auto"))
 
@@ -182,6 +190,22 @@ def build_pretrainer(mode: str, model: ElectraConfig, objective: ObjectiveConfig
     return ElectraPretrainer(gen, disc.body, None, obj, mlm_head=head)
 
 
+def generator_groups(model: ElectraPretrainer, cfg: TrainConfig, ratio: float) -> list[dict] | None:
+    """AdamW groups with the generator's own parameters at ``ratio * cfg.lr`` (weight decay as usual); the tables
+    it shares with the discriminator stay at the full rate. None (the engine's default groups) when ratio is 1."""
+    if ratio == 1.0:
+        return None
+    shared = {id(p) for p in model.discriminator_body.parameters()}
+    own = {id(p) for p in model.generator.parameters()} - shared
+    groups = []
+    for g in param_groups(model, cfg.weight_decay):
+        mine = [p for p in g["params"] if id(p) in own]
+        rest = [p for p in g["params"] if id(p) not in own]
+        groups += [{**g, "params": rest, "lr": cfg.lr}] if rest else []
+        groups += [{**g, "params": mine, "lr": cfg.lr * ratio}] if mine else []
+    return groups
+
+
 def _loss_fn(model, batch):
     ids, mask = batch
     out = model(ids, mask)
@@ -221,9 +245,12 @@ def train_job(job: Job, out: Path, resume: bool, progress: bool, p: Preset, tok,
     """Pretrain ``job.variant`` for ``job.config`` steps with ``job.seed`` (``CONTROL``: none), save the encoder,
     measure its token-state cosine and fine-tune it on every task."""
     seed_everything(job.seed)
-    model = build_pretrainer("mlm" if job.variant == CONTROL else job.variant, p.model, p.objective)
-    summary = {"steps": 0} if job.variant == CONTROL else pretrain(
-        model, replace(p.train, seed=job.seed, steps=job.config), train, held, out, resume, progress)
+    mode = "mlm" if job.variant == CONTROL else job.variant
+    model = build_pretrainer(mode, p.model, p.objective)
+    cfg = replace(p.train, seed=job.seed, steps=job.config)
+    groups = None if mode == "mlm" else generator_groups(model, cfg, p.generator_lr)  # MLM: no generator
+    summary = {"steps": 0} if job.variant == CONTROL else pretrain(model, cfg, train, held, out, resume, progress,
+                                                                   groups)
     encoder = model.encoder()
     state = {k: v.detach().contiguous() for k, v in encoder.state_dict().items()}
     save_file(state, str(out / "encoder.safetensors"))
