@@ -165,3 +165,28 @@ def test_token_state_cosine_is_one_for_a_collapsed_encoder_and_lower_otherwise()
         last.weight.zero_()  # post-norm output = its bias for every token
         last.bias.fill_(0.5)
     assert recipe.token_state_cosine(encoder, data) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_preset_generator_rate_outside_0_1_names_the_range():
+    with pytest.raises(ValueError, match=r"generator_lr: expected a fraction in \(0, 1\], got 1.5"):
+        dataclasses.replace(recipe.TINY, generator_lr=1.5)
+
+
+def test_jobs_with_a_generator_train_it_at_the_presets_rate_and_mlm_at_one_rate(tmp_path, monkeypatch):
+    """``Preset.generator_lr`` reaches the optimizer groups of every objective with a generator; MLM has none."""
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_pretrain(model, cfg, train, held, out, resume, progress, param_groups=None):
+        seen["groups"] = param_groups
+        raise Stop
+
+    monkeypatch.setattr(recipe, "pretrain", fake_pretrain)
+    p = dataclasses.replace(recipe.TINY, generator_lr=0.25)
+    for mode in (*recipe.ABLATION_MODES, "mlm"):
+        with pytest.raises(Stop):
+            recipe.train_job(recipe.Job(mode, 0, p.train.steps), tmp_path, False, False, p, None, None, None, None)
+        rates = {g["lr"] for g in seen["groups"]} if seen["groups"] is not None else {p.train.lr}
+        assert rates == ({p.train.lr} if mode == "mlm" else {p.train.lr, 0.25 * p.train.lr}), mode
