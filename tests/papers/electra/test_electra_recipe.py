@@ -190,3 +190,17 @@ def test_jobs_with_a_generator_train_it_at_the_presets_rate_and_mlm_at_one_rate(
             recipe.train_job(recipe.Job(mode, 0, p.train.steps), tmp_path, False, False, p, None, None, None, None)
         rates = {g["lr"] for g in seen["groups"]} if seen["groups"] is not None else {p.train.lr}
         assert rates == ({p.train.lr} if mode == "mlm" else {p.train.lr, 0.25 * p.train.lr}), mode
+
+
+@pytest.mark.parametrize("presets, folder", [(recipe.PRESETS, "electra/context")])
+def test_context_presets_are_the_committed_context_reports(presets, folder):
+    """Each committed ``context`` report (docs/reports/<folder>/config.json) ran exactly today's ``context`` preset."""
+    import pathlib
+
+    from paperzoo.report.serial import to_jsonable
+
+    config = json.loads((pathlib.Path(__file__).parents[3] / "docs" / "reports" / folder / "config.json").read_text())
+    committed, p = config["config"], presets["context"]
+    assert committed["preset"] == "context"
+    assert {f.name: committed[f.name] for f in dataclasses.fields(p)} == to_jsonable(p)
+    assert config["seeds"] == list(range(p.seeds))
