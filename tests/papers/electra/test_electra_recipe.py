@@ -192,7 +192,8 @@ def test_jobs_with_a_generator_train_it_at_the_presets_rate_and_mlm_at_one_rate(
         assert rates == ({p.train.lr} if mode == "mlm" else {p.train.lr, 0.25 * p.train.lr}), mode
 
 
-@pytest.mark.parametrize("presets, folder", [(recipe.PRESETS, "electra/context")])
+@pytest.mark.parametrize("presets, folder", [(recipe.PRESETS, "electra/context"),
+                                             (recipe.ABLATIONS_PRESETS, "electra-ablations/context")])
 def test_context_presets_are_the_committed_context_reports(presets, folder):
     """Each committed ``context`` report (docs/reports/<folder>/config.json) ran exactly today's ``context`` preset."""
     import pathlib
