@@ -40,10 +40,14 @@ def test_tiny_reproduction_learns(tmp_path):
         assert {*recipe.TASKS, "mini-GLUE"} <= set(res)
         assert (run_dir / "electra" / f"seed-{seed}" / "encoder.safetensors").is_file()
     result = json.loads((run_dir / "result.json").read_text())
-    assert {"mini-GLUE ELECTRA", "mini-GLUE MLM", "ELECTRA - MLM (mini-GLUE)"} <= set(result["measurements"])
-    for mode in ("electra", "mlm"):
+    assert {"mini-GLUE ELECTRA", "mini-GLUE MLM", "ELECTRA - MLM (mini-GLUE)", "mini-GLUE no pretraining (control)",
+            "ELECTRA - no pretraining (mini-GLUE)", "MLM - no pretraining (mini-GLUE)"} <= set(result["measurements"])
+    for mode in ("electra", "mlm", "no pretraining (control)"):
         cos = result["measurements"][f"token-state cosine {mode}"]["values"]
         assert len(cos) == 2 and all(-1.0 <= c <= 1.0 for c in cos)
+    for seed in (0, 1):  # the control fine-tunes the untrained encoder: no pretraining step, the same tasks
+        control = json.loads((run_dir / recipe.CONTROL / f"seed-{seed}" / "job.json").read_text())
+        assert control["steps"] == 0 and "after" not in control and {*recipe.TASKS, "mini-GLUE"} <= set(control)
 
 
 @pytest.mark.data("imdb", "sst2", "nlpdatasets-senteval")
