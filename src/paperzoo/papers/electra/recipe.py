@@ -282,8 +282,8 @@ def run(preset: str | None = None, seeds: int | None = None, out: Path | None = 
     p, tok, train, held, data = prepare(run_dir, p)
     flops = {mode: step_flops(mode, p, train) for mode in ("electra", "mlm")}
     steps = {"electra": p.train.steps, "mlm": max(1, round(p.train.steps * flops["electra"] / flops["mlm"]))}
-    modes = ("electra", "mlm", CONTROL)
-    jobs = [Job(mode, s, steps.get(mode, p.train.steps)) for s in range(p.seeds) for mode in modes]  # control: steps unused
+    modes = ("electra", "mlm", CONTROL)  # the control never pretrains: its step count is unused
+    jobs = [Job(mode, s, steps.get(mode, p.train.steps)) for s in range(p.seeds) for mode in modes]
     res = run_jobs(train_job, jobs, run_dir, resume=resume, workers=workers, progress=progress,
                    args=(p, tok, train, held, data))
     score = {(t, mode): res.values(mode, t) for t in (*p.tasks, "mini-GLUE") for mode in modes}
